@@ -1,0 +1,208 @@
+"""`CoDaPOConfig`: TRL's `GRPOConfig` plus the CoDaPO fields, with their validation."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Literal
+
+from trl import GRPOConfig
+
+from .coda import VALUE_FUNCTIONS
+
+
+TRL_LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo", "cispo", "sapo", "luspo", "vespo")
+CODAPO_LOSS_TYPES = ("codapo", "gpg")
+RESAMPLE_TIMINGS = ("before_update", "after_update")
+
+ValueFunctionName = Literal["linear", "reverse", "edges", "center", "constant"]
+
+
+@dataclass
+class CoDaPOConfig(GRPOConfig):
+    r"""
+    Configuration class for the [`CoDaPOTrainer`].
+
+    [`CoDaPOConfig`] inherits every parameter of TRL's [`~trl.GRPOConfig`] and adds the parameters of CoDaPO
+    (Confidence and Difficulty-adaptive Policy Optimization). Every CoDaPO field is prefixed with `codapo_`. Swapping
+    `GRPOConfig` for `CoDaPOConfig` (and `GRPOTrainer` for `CoDaPOTrainer`) in a TRL script gives CoDaPO with the
+    paper's defaults.
+
+    One CoDaPO step takes two optimizer updates: one on the update batch B (the questions of one optimizer update,
+    each with `num_generations` rollouts), then one on the resampled batch S (the top-K questions of B by value,
+    repeated so that |S| = |B|, with fresh rollouts). Both updates count in `global_step`, `max_steps`, the learning
+    rate schedule, logging and checkpointing, as the paper counts them in its budget.
+
+    Parameters:
+        > Parameters that control CoDaWeighting
+
+        codapo_weighting (`bool`, *optional*, defaults to `True`):
+            Whether each question's loss is weighted by its value `v = offset + V_c(c) * V_d(d)`. When `False`, the
+            loss uses `v = 1` (the ablation of the paper's Table 4); the value is still computed, logged and used to
+            rank questions for CoDaSampling.
+        codapo_confidence_fn (`str`, *optional*, defaults to `"linear"`):
+            Shape of `V_c`, applied to the confidence `c` (geometric-mean token probability of the question's
+            rollouts under the behaviour policy): `"linear"` (x), `"reverse"` (1 - x), `"edges"` (4 (x - 1/2)^2),
+            `"center"` (1 - 4 (x - 1/2)^2) or `"constant"` (1).
+        codapo_difficulty_fn (`str`, *optional*, defaults to `"center"`):
+            Shape of `V_d`, applied to the difficulty `d` (1 - mean correctness of the question's rollouts); same
+            choices as `codapo_confidence_fn`. The default U-shape favours questions of intermediate difficulty.
+        codapo_weight_offset (`float`, *optional*, defaults to `0.0`):
+            Constant added to every value. The paper uses none; the authors' released code uses `0.1`. Must be
+            non-negative.
+        codapo_correctness_reward (`str` or `None`, *optional*, defaults to `None`):
+            Name of the reward function whose reward, clamped to [0, 1], is the correctness that defines difficulty.
+            `None` uses the first reward function. A question whose correctness is undefined (the reward function
+            returned `None`) gets `v = 0` and is never resampled.
+
+        > Parameters that control CoDaSampling
+
+        codapo_sampling (`bool`, *optional*, defaults to `True`):
+            Whether to take the second, focused update on the resampled batch S. When `False`, each step is one
+            update on B (the ablation of the paper's Table 4).
+        codapo_top_k (`int` or `None`, *optional*, defaults to `None`):
+            K, the number of distinct questions kept for S. `None` means a quarter of the questions of one update
+            (at least 1), the paper's 4 of 16. Each kept question is repeated |B|/K times; when K does not divide
+            |B|, the highest-valued questions get one extra copy.
+        codapo_resample_timing (`str`, *optional*, defaults to `"before_update"`):
+            When S's rollouts are generated. `"before_update"` (the paper's Algorithm 1): right after B's, from the
+            same behaviour policy, so S's update is off-policy and clipping acts. `"after_update"` (the authors'
+            released code): after B's update, from the updated policy.
+
+        > Parameters that control CoDaLearning
+
+        loss_type (`str`, *optional*, defaults to `"codapo"`):
+            `"codapo"`: the paper's objective, `-(1/|B|) sum_j v_j / T_j sum_{i,t} min(rho A, clip(rho) A)` with
+            `T_j` the loss tokens of question j's rollouts (per-question token micro-averaging). `"gpg"`: the same
+            aggregation of `-A log p` (GPG). TRL's own types (`"grpo"`, `"bnpo"`, `"dr_grpo"`, `"dapo"`, `"cispo"`,
+            `"sapo"`, `"luspo"`, `"vespo"`) keep TRL's aggregation, with each sample's loss multiplied by its
+            question's value.
+    """
+
+    loss_type: Literal["codapo", "gpg", "grpo", "bnpo", "dr_grpo", "dapo", "cispo", "sapo", "luspo", "vespo"] = field(
+        default="codapo",
+        metadata={
+            "help": "Loss formulation. 'codapo' (default): the CoDaPO objective, value-weighted clipped surrogate "
+            "token-averaged per question and averaged over questions. 'gpg': the same aggregation of -A*log p. "
+            "TRL's types ('grpo', 'bnpo', 'dr_grpo', 'dapo', 'cispo', 'sapo', 'luspo', 'vespo') keep TRL's "
+            "aggregation with each sample's loss multiplied by its question's value."
+        },
+    )
+    codapo_weighting: bool = field(
+        default=True,
+        metadata={
+            "help": "Weight each question's loss by its value v = offset + Vc(c) * Vd(d). False uses v = 1 in the "
+            "loss (values are still computed, logged and used for resampling)."
+        },
+    )
+    codapo_confidence_fn: ValueFunctionName = field(
+        default="linear",
+        metadata={
+            "help": "Shape of Vc, applied to the group confidence c: linear (x), reverse (1-x), edges (4(x-1/2)^2), "
+            "center (1-4(x-1/2)^2) or constant (1)."
+        },
+    )
+    codapo_difficulty_fn: ValueFunctionName = field(
+        default="center",
+        metadata={
+            "help": "Shape of Vd, applied to the group difficulty d = 1 - mean correctness: linear, reverse, edges, "
+            "center (default, 1-4(d-1/2)^2) or constant."
+        },
+    )
+    codapo_weight_offset: float = field(
+        default=0.0,
+        metadata={
+            "help": "Constant added to every value (>= 0). The paper uses 0; the authors' released code uses 0.1."
+        },
+    )
+    codapo_correctness_reward: str | None = field(
+        default=None,
+        metadata={
+            "help": "Name of the reward function whose reward (clamped to [0, 1]) is the correctness defining "
+            "difficulty. Default: the first reward function."
+        },
+    )
+    codapo_sampling: bool = field(
+        default=True,
+        metadata={
+            "help": "Take a second, focused update per step on the top-K questions of the update batch, resampled "
+            "with fresh rollouts. False: one update on B per step."
+        },
+    )
+    codapo_top_k: int | None = field(
+        default=None,
+        metadata={
+            "help": "K, the number of distinct questions resampled per step. Default: a quarter of the questions "
+            "of one update (at least 1)."
+        },
+    )
+    codapo_resample_timing: Literal["before_update", "after_update"] = field(
+        default="before_update",
+        metadata={
+            "help": "When S is generated: 'before_update' (paper's Algorithm 1, same behaviour policy as B, S's "
+            "update is off-policy) or 'after_update' (authors' code, after B's update)."
+        },
+    )
+
+    @property
+    def codapo_enabled(self) -> bool:
+        """Whether anything CoDaPO-specific is on (otherwise the trainer behaves exactly like `GRPOTrainer`)."""
+        return self.codapo_weighting or self.codapo_sampling or self.loss_type in CODAPO_LOSS_TYPES
+
+    @property
+    def codapo_num_questions(self) -> int:
+        """|B|: the number of questions (groups) in one optimizer update, over all processes."""
+        return self.generation_batch_size // self.num_generations
+
+    def __post_init__(self):
+        super().__post_init__()
+
+        for name in ("codapo_confidence_fn", "codapo_difficulty_fn"):
+            if getattr(self, name) not in VALUE_FUNCTIONS:
+                raise ValueError(
+                    f"{name}={getattr(self, name)!r} is not a known value function; set it to one of "
+                    f"{sorted(VALUE_FUNCTIONS)}."
+                )
+        if self.codapo_resample_timing not in RESAMPLE_TIMINGS:
+            raise ValueError(
+                f"codapo_resample_timing={self.codapo_resample_timing!r} is not supported; set it to "
+                "'before_update' (the paper's Algorithm 1) or 'after_update' (the authors' released code)."
+            )
+        if self.loss_type not in TRL_LOSS_TYPES + CODAPO_LOSS_TYPES:
+            raise ValueError(
+                f"loss_type={self.loss_type!r} is not supported; set it to one of "
+                f"{list(CODAPO_LOSS_TYPES + TRL_LOSS_TYPES)}."
+            )
+        if not (math.isfinite(self.codapo_weight_offset) and self.codapo_weight_offset >= 0):
+            raise ValueError(
+                f"codapo_weight_offset must be a finite number >= 0 (a negative value would flip the sign of "
+                f"advantages), got {self.codapo_weight_offset}."
+            )
+        if self.codapo_correctness_reward is not None and not self.codapo_correctness_reward.strip():
+            raise ValueError("codapo_correctness_reward must be a reward function name or None, not an empty string.")
+
+        if not self.codapo_enabled:
+            return
+        if self.steps_per_generation != self.gradient_accumulation_steps:
+            raise ValueError(
+                "CoDaPO weighs and resamples the questions of one optimizer update, so every generation batch must "
+                f"be exactly one update: steps_per_generation ({self.steps_per_generation}) must equal "
+                f"gradient_accumulation_steps ({self.gradient_accumulation_steps}). Leave steps_per_generation and "
+                "generation_batch_size unset (they then default to one update), or disable codapo_weighting, "
+                "codapo_sampling and the 'codapo'/'gpg' loss types."
+            )
+        if self.codapo_sampling and self.num_iterations != 1:
+            raise ValueError(
+                f"codapo_sampling takes exactly one update on B and one on S per step, so num_iterations must be 1 "
+                f"(got {self.num_iterations}). Set num_iterations=1 or codapo_sampling=False."
+            )
+
+        num_questions = self.codapo_num_questions
+        if self.codapo_top_k is None:
+            self.codapo_top_k = max(1, num_questions // 4)
+        elif not 1 <= self.codapo_top_k <= num_questions:
+            raise ValueError(
+                f"codapo_top_k={self.codapo_top_k} must be between 1 and the number of questions per update "
+                f"|B| = generation_batch_size / num_generations = {self.generation_batch_size} / "
+                f"{self.num_generations} = {num_questions}. Lower codapo_top_k or raise the batch size."
+            )

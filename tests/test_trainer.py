@@ -1,0 +1,393 @@
+"""CoDaPOTrainer inside TRL's own training loop, on a tiny offline model (one process)."""
+
+import copy
+import itertools
+from unittest.mock import patch
+
+import pytest
+import torch
+from fakes import GradRecorder, deterministic_rollout, hash_reward, parity_reward, question_dataset
+from transformers import TrainerCallback
+from trl import GRPOTrainer
+
+from codapo_trl import CoDaPOConfig, CoDaPOTrainer, coda
+
+
+SHAPES = sorted(coda.VALUE_FUNCTIONS)
+
+
+def make_args(tmp_path, **overrides) -> CoDaPOConfig:
+    settings = dict(
+        output_dir=str(tmp_path / "out"),
+        per_device_train_batch_size=8,
+        gradient_accumulation_steps=1,
+        num_generations=4,
+        max_completion_length=8,
+        max_steps=2,
+        logging_steps=1,
+        learning_rate=0.1,
+        lr_scheduler_type="constant",
+        max_grad_norm=0.0,
+        report_to="none",
+        use_cpu=True,
+        save_strategy="no",
+        seed=42,
+        disable_tqdm=True,
+    )
+    settings.update(overrides)
+    return CoDaPOConfig(**settings)
+
+
+def phases(trainer) -> list[float]:
+    return [h["codapo/phase"] for h in trainer.state.log_history if "codapo/phase" in h]
+
+
+def record_parent_generations(trainer):
+    """Wrap TRL's own `_generate_and_score_completions` (the parent's), recording each call's input rows."""
+    calls = []
+    original = GRPOTrainer._generate_and_score_completions
+
+    def spy(self, inputs):
+        calls.append([row["prompt"][-1]["content"] for row in inputs])
+        return original(self, inputs)
+
+    return calls, patch.object(GRPOTrainer, "_generate_and_score_completions", spy)
+
+
+def record_outputs(trainer):
+    """Wrap the trainer's `_generate_and_score_completions`: one unshuffled generation output per update."""
+    outputs = []
+    original = trainer._generate_and_score_completions
+
+    def spy(inputs):
+        out = original(inputs)
+        outputs.append({k: (v.detach().clone() if isinstance(v, torch.Tensor) else v) for k, v in out.items()})
+        return out
+
+    trainer._generate_and_score_completions = spy
+    return outputs
+
+
+def shape_cases():
+    # every (V_c, V_d) pair; the timings alternate so that each is exercised on about half of the pairs
+    pairs = list(itertools.product(SHAPES, SHAPES))
+    return [(c, d, ("before_update", "after_update")[i % 2]) for i, (c, d) in enumerate(pairs)]
+
+
+@pytest.mark.parametrize(("confidence_fn", "difficulty_fn", "timing"), shape_cases())
+def test_train_every_shape_pair(tiny_model_dir, tmp_path, confidence_fn, difficulty_fn, timing):
+    args = make_args(
+        tmp_path,
+        codapo_confidence_fn=confidence_fn,
+        codapo_difficulty_fn=difficulty_fn,
+        codapo_resample_timing=timing,
+        codapo_weight_offset=0.05,  # so that every shape gives a non-zero gradient on a random model
+    )
+    trainer = CoDaPOTrainer(tiny_model_dir, parity_reward, args=args, train_dataset=question_dataset())
+    before = {n: p.detach().clone() for n, p in trainer.model.named_parameters()}
+    trainer.train()
+    assert phases(trainer) == [0.0, 1.0]
+    for name, param in trainer.model.named_parameters():
+        assert not torch.equal(param, before[name]), f"{name} did not change"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("timing", ["before_update", "after_update"])
+@pytest.mark.parametrize(("confidence_fn", "difficulty_fn"), list(itertools.product(SHAPES, SHAPES)))
+def test_train_every_shape_pair_both_timings(tiny_model_dir, tmp_path, confidence_fn, difficulty_fn, timing):
+    test_train_every_shape_pair(tiny_model_dir, tmp_path, confidence_fn, difficulty_fn, timing)
+
+
+@pytest.mark.parametrize("timing", ["before_update", "after_update"])
+def test_resampled_batch_is_the_top_k_repeated(tiny_model_dir, tmp_path, timing):
+    # |B| = 8 rows / G = 2 -> 4 questions per update; K = 2, so each selected question fills 4/2 * G = 4 rows.
+    args = make_args(
+        tmp_path,
+        num_generations=2,
+        max_steps=4,
+        codapo_top_k=2,
+        codapo_resample_timing=timing,
+        shuffle_dataset=False,
+    )
+    trainer = CoDaPOTrainer(tiny_model_dir, parity_reward, args=args, train_dataset=question_dataset())
+    weigh_stats = []
+    original_weigh = trainer._codapo_weigh
+    trainer._codapo_weigh = lambda output: weigh_stats.append(original_weigh(output)) or weigh_stats[-1]
+    calls, parent_patch = record_parent_generations(trainer)
+    with parent_patch, patch.object(CoDaPOTrainer, "training_step", wraps=trainer.training_step) as step:
+        trainer.train()
+
+    assert phases(trainer) == [0.0, 1.0, 0.0, 1.0]
+    # The Trainer loop took 4 updates of GA = 1 micro-step; the dataloader handed each B batch over twice.
+    delivered = [call.args[1] for call in step.call_args_list]
+    assert len(delivered) == 4
+    assert delivered[0] == delivered[1] and delivered[2] == delivered[3] and delivered[0] != delivered[2]
+
+    # Parent generations: B1, S1, B2, S2 (S1 right after B1 for before_update, at update 2 for after_update).
+    assert len(calls) == 4 and len(weigh_stats) == 4
+    for b_call, s_call, stats in ((calls[0], calls[1], weigh_stats[0]), (calls[2], calls[3], weigh_stats[2])):
+        questions = b_call[::2]
+        values = stats["values"].tolist()
+        ranked = sorted(range(len(questions)), key=lambda j: (-values[j], j))[:2]
+        expected = [questions[j] for j in ranked for _ in range(4)]
+        assert s_call == expected
+    # S's questions come from B's, never from the next batch
+    assert set(calls[1]) <= set(calls[0]) and set(calls[3]) <= set(calls[2])
+
+
+@pytest.mark.parametrize("loss_type", ["codapo", "gpg"])
+def test_gradients_equal_the_codapo_loss(tiny_model_dir, tmp_path, loss_type):
+    """The trainer's gradient for B (on-policy) and S (off-policy, before_update) is that of `coda.codapo_loss`."""
+    # One micro-batch per update, so that the trainer pads exactly like the reference computation below.
+    args = make_args(tmp_path, loss_type=loss_type)
+    recorder = GradRecorder()
+    trainer = CoDaPOTrainer(
+        tiny_model_dir,
+        hash_reward,
+        args=args,
+        train_dataset=question_dataset(),
+        rollout_func=deterministic_rollout,
+        callbacks=[recorder],
+    )
+    outputs = record_outputs(trainer)
+    reference_model = copy.deepcopy(trainer.model)
+    trainer.train()
+    assert len(outputs) == 2 and len(recorder.grads) == 2
+
+    objective = "clip" if loss_type == "codapo" else "gpg"
+    G = trainer.num_generations
+    for update, output in enumerate(outputs):
+        reference_model.load_state_dict(recorder.params[update])
+        reference_model.zero_grad()
+        input_ids = torch.cat([output["prompt_ids"], output["completion_ids"]], dim=1)
+        attention_mask = torch.cat([output["prompt_mask"], output["completion_mask"]], dim=1)
+        logps, _, _ = trainer._get_per_token_logps_and_entropies(
+            reference_model, input_ids, attention_mask, output["completion_ids"].size(1)
+        )
+        old = output.get("old_per_token_logps")
+        if update == 0:
+            assert old is None  # B is on-policy: TRL computes no old log-probs
+            old = logps.detach()
+        else:
+            assert old is not None  # S was generated before B's update: its ratio needs the behaviour log-probs
+        loss = coda.codapo_loss(
+            logps,
+            old,
+            output["codapo_advantages"],
+            output["completion_mask"],
+            output["codapo_value"][::G],
+            G,
+            args.epsilon,
+            args.epsilon,
+            objective=objective,
+        )
+        loss.backward()
+        for name, param in reference_model.named_parameters():
+            torch.testing.assert_close(recorder.grads[update][name], param.grad, rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("loss_type", ["codapo", "gpg"])
+def test_gradient_invariant_to_batch_split(tiny_model_dir, tmp_path, loss_type):
+    grads = {}
+    for per_device, accumulation in ((8, 1), (4, 2), (2, 4)):
+        recorder = GradRecorder()
+        args = make_args(
+            tmp_path / f"{per_device}x{accumulation}",
+            per_device_train_batch_size=per_device,
+            gradient_accumulation_steps=accumulation,
+            loss_type=loss_type,
+            # S's update is off-policy: a token whose ratio sits on a clipping boundary may flip between clipped and
+            # unclipped with float noise. SGD with a small step keeps every ratio near 1 (Adam's first step, about
+            # lr * sign(g), would amplify the noise instead); clipping itself is covered by the exactness test.
+            optim="sgd",
+            learning_rate=1e-3,
+        )
+        trainer = CoDaPOTrainer(
+            tiny_model_dir,
+            hash_reward,
+            args=args,
+            train_dataset=question_dataset(),
+            rollout_func=deterministic_rollout,
+            callbacks=[recorder],
+        )
+        trainer.train()
+        grads[(per_device, accumulation)] = recorder.grads
+    reference = grads.pop((8, 1))
+    for split, recorded in grads.items():
+        for update in range(2):
+            # Regrouping the same rows into other backward passes moves single entries by up to ~1e-3 of a tensor's
+            # largest entry on this tiny random model (plain autograd does the same), so compare the whole gradient:
+            # a weighting or normalisation error changes it by 10 % or more.
+            ref = torch.cat([g.flatten() for g in reference[update].values()])
+            got = torch.cat([recorded[update][name].flatten() for name in reference[update]])
+            relative_error = ((got - ref).norm() / ref.norm()).item()
+            assert relative_error < 1e-3, f"{split}, update {update}: relative gradient error {relative_error:.2e}"
+
+
+@pytest.mark.parametrize("timing", ["before_update", "after_update"])
+def test_rollout_func_log_probs_give_confidence_without_forward(tiny_model_dir, tmp_path, timing):
+    args = make_args(tmp_path, max_steps=4, codapo_resample_timing=timing)
+    trainer = CoDaPOTrainer(
+        tiny_model_dir, hash_reward, args=args, train_dataset=question_dataset(), rollout_func=deterministic_rollout
+    )
+    with patch.object(CoDaPOTrainer, "_policy_logps", wraps=trainer._policy_logps) as forward:
+        trainer.train()
+    confidences = [h["codapo/confidence_mean"] for h in trainer.state.log_history if "codapo/phase" in h]
+    assert confidences == pytest.approx([0.5] * 4)  # every generator log-prob is log(0.5)
+    # Only S's off-policy update (before_update) needs a forward pass, for its ratio's denominator.
+    assert forward.call_count == (2 if timing == "before_update" else 0)
+
+
+def test_without_generator_log_probs_one_forward_per_batch(tiny_model_dir, tmp_path):
+    args = make_args(tmp_path, max_steps=2, codapo_resample_timing="after_update")
+    trainer = CoDaPOTrainer(tiny_model_dir, parity_reward, args=args, train_dataset=question_dataset())
+    with patch.object(CoDaPOTrainer, "_policy_logps", wraps=trainer._policy_logps) as forward:
+        trainer.train()
+    assert forward.call_count == 2  # c_q for B and for S; TRL itself computed no old log-probs
+
+
+def test_sampling_off_takes_one_update_per_batch(tiny_model_dir, tmp_path):
+    args = make_args(tmp_path, max_steps=3, codapo_sampling=False, shuffle_dataset=False)
+    trainer = CoDaPOTrainer(tiny_model_dir, parity_reward, args=args, train_dataset=question_dataset())
+    calls, parent_patch = record_parent_generations(trainer)
+    with parent_patch:
+        trainer.train()
+    assert phases(trainer) == [0.0, 0.0, 0.0]
+    assert len(calls) == 3 and len({tuple(c) for c in calls}) == 3  # three different batches, no resampling
+    assert not any("codapo/selected_value_mean" in h for h in trainer.state.log_history)
+
+
+def test_weighting_off_keeps_per_question_averaging(tiny_model_dir, tmp_path):
+    args = make_args(tmp_path, max_steps=1, codapo_weighting=False)
+    trainer = CoDaPOTrainer(
+        tiny_model_dir, hash_reward, args=args, train_dataset=question_dataset(), rollout_func=deterministic_rollout
+    )
+    outputs = record_outputs(trainer)
+    trainer.train()
+    out = outputs[0]
+    G = trainer.num_generations
+    counts = coda.group_token_counts(out["completion_mask"], G).repeat_interleave(G)
+    num_groups = out["completion_mask"].size(0) // G
+    expected = out["codapo_advantages"] * out["num_items_in_batch"] / (num_groups * counts)  # v = 1
+    torch.testing.assert_close(out["advantages"], expected)
+
+
+@pytest.mark.parametrize("loss_type", ["grpo", "bnpo", "dr_grpo", "dapo"])
+def test_trl_loss_types_weight_each_sample_by_its_value(tiny_model_dir, tmp_path, loss_type):
+    args = make_args(tmp_path, max_steps=2, loss_type=loss_type)
+    trainer = CoDaPOTrainer(
+        tiny_model_dir, hash_reward, args=args, train_dataset=question_dataset(), rollout_func=deterministic_rollout
+    )
+    outputs = record_outputs(trainer)
+    trainer.train()
+    assert trainer.loss_type == loss_type  # TRL's aggregation is kept
+    for out in outputs:
+        expected = out["codapo_advantages"] * torch.nan_to_num(out["codapo_value"], nan=0.0)
+        torch.testing.assert_close(out["advantages"], expected)
+
+
+def test_undefined_correctness_gets_zero_value_and_is_never_resampled(tiny_model_dir, tmp_path):
+    def sometimes_undefined(completions, qid, completion_ids, **kwargs):
+        return [None if q % 4 == 0 else float(sum(ids) % 2) for q, ids in zip(qid, completion_ids)]
+
+    args = make_args(tmp_path, max_steps=4, num_generations=2, codapo_top_k=3, shuffle_dataset=False)
+    trainer = CoDaPOTrainer(
+        tiny_model_dir,
+        sometimes_undefined,
+        args=args,
+        train_dataset=question_dataset(),
+        rollout_func=deterministic_rollout,
+    )
+    outputs = record_outputs(trainer)
+    calls, parent_patch = record_parent_generations(trainer)
+    with parent_patch:
+        trainer.train()
+    undefined = {f"What is {i % 7} + {(3 * i) % 5}?" for i in range(16) if i % 4 == 0}
+    for b_out, b_call, s_call in ((outputs[0], calls[0], calls[1]), (outputs[2], calls[2], calls[3])):
+        for row, prompt in enumerate(b_call):
+            if prompt in undefined:
+                assert torch.isnan(b_out["codapo_value"][row]) and b_out["advantages"][row] == 0
+        assert any(p in undefined for p in b_call)
+        assert not any(p in undefined for p in s_call)
+
+
+def test_correctness_reward_by_name(tiny_model_dir, tmp_path):
+    def always_right(completions, **kwargs):
+        return [1.0] * len(completions)
+
+    args = make_args(tmp_path, max_steps=1, codapo_correctness_reward="always_right")
+    trainer = CoDaPOTrainer(
+        tiny_model_dir,
+        [hash_reward, always_right],
+        args=args,
+        train_dataset=question_dataset(),
+        rollout_func=deterministic_rollout,
+    )
+    trainer.train()
+    logged = trainer.state.log_history[0]
+    assert logged["codapo/difficulty_mean"] == 0.0 and logged["codapo/solved_frac"] == 1.0
+    assert logged["codapo/value_max"] == 0.0  # V_d(0) = 0 for every question
+
+
+def test_evaluate_is_unaffected(tiny_model_dir, tmp_path):
+    args = make_args(tmp_path, per_device_eval_batch_size=8, eval_strategy="no")
+    trainer = CoDaPOTrainer(
+        tiny_model_dir,
+        parity_reward,
+        args=args,
+        train_dataset=question_dataset(),
+        eval_dataset=question_dataset(8),
+    )
+    with patch.object(CoDaPOTrainer, "_codapo_weigh") as weigh:
+        metrics = trainer.evaluate()
+    weigh.assert_not_called()
+    assert "eval_loss" in metrics and not any("codapo" in key for key in metrics)
+    assert trainer._codapo.selection is None
+
+
+class StopAfter(TrainerCallback):
+    def __init__(self, step):
+        self.step = step
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if state.global_step == self.step:
+            control.should_save = True
+            control.should_training_stop = True
+
+
+@pytest.mark.parametrize("timing", ["before_update", "after_update"])
+def test_resume_between_b_and_s_continues_with_s(tiny_model_dir, tmp_path, timing):
+    common = dict(max_steps=4, codapo_resample_timing=timing, save_strategy="steps", save_steps=100)
+    dataset = question_dataset()
+
+    def run(args, callbacks=(), resume=None):
+        trainer = CoDaPOTrainer(
+            tiny_model_dir,
+            hash_reward,
+            args=args,
+            train_dataset=dataset,
+            rollout_func=deterministic_rollout,
+            callbacks=list(callbacks),
+        )
+        calls, parent_patch = record_parent_generations(trainer)
+        with parent_patch:
+            trainer.train(resume_from_checkpoint=resume)
+        return trainer, calls
+
+    straight, straight_calls = run(make_args(tmp_path / "straight", **common))
+    interrupted_args = make_args(tmp_path / "interrupted", **common)
+    first, first_calls = run(interrupted_args, callbacks=[StopAfter(1)])
+    assert first.state.global_step == 1 and phases(first) == [0.0]
+    checkpoint = tmp_path / "interrupted" / "out" / "checkpoint-1"
+    assert (checkpoint / "codapo_state-rank0.pt").exists()
+
+    resumed, resumed_calls = run(interrupted_args, resume=str(checkpoint))
+    assert phases(resumed)[-3:] == [1.0, 0.0, 1.0]  # the first update after resuming is S
+    # the same S questions as the uninterrupted run, and nothing generated twice
+    assert first_calls + resumed_calls == straight_calls
+    for name, param in straight.model.named_parameters():
+        torch.testing.assert_close(dict(resumed.model.named_parameters())[name], param, rtol=1e-5, atol=1e-6)
+    straight_log = [h for h in straight.state.log_history if "codapo/phase" in h]
+    resumed_log = [h for h in resumed.state.log_history if "codapo/phase" in h]
+    assert [h["codapo/unique_prompts"] for h in resumed_log] == [h["codapo/unique_prompts"] for h in straight_log]
+    assert resumed_log[-1]["codapo/generated_tokens"] == straight_log[-1]["codapo/generated_tokens"]
