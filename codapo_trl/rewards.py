@@ -154,13 +154,25 @@ def _last_boxed(text: str) -> str | None:
     return _braced(text, match.end() - 1)
 
 
+def _leading_math_span(text: str) -> str | None:
+    """Content of the `$...$`, `$$...$$`, `\\(...\\)` or `\\[...\\]` span that `text` starts with, if it is closed.
+    Inline spans do not cross lines."""
+    for opening, closing in _MATH_DELIMITERS:
+        if text.startswith(opening):
+            end = text.find(closing, len(opening))
+            if end == -1 or (opening in ("$", "\\(") and "\n" in text[len(opening) : end]):
+                return None
+            return text[len(opening) : end].strip()
+    return None
+
+
 def _strip_math_delimiters(fragment: str) -> str:
+    """`$x$` -> `x` when one math span is the whole fragment; anything else (`$x$ and $y$`) is left as it is."""
     fragment = fragment.strip()
     for opening, closing in _MATH_DELIMITERS:
-        if fragment.startswith(opening):
-            end = fragment.find(closing, len(opening))
-            if end != -1:
-                return fragment[len(opening) : end].strip()
+        if fragment.startswith(opening) and fragment.endswith(closing) and len(fragment) > len(opening + closing):
+            inner = fragment[len(opening) : -len(closing)]
+            return fragment if closing in inner else inner.strip()
     return fragment
 
 
@@ -170,11 +182,10 @@ def _after_last_phrase(text: str) -> str | None:
         pass
     if match is None:
         return None
-    rest = text[match.end() :].lstrip(" \t*:")
-    if rest[:1] == "$" or rest[:2] in ("\\(", "\\["):
-        fragment = _strip_math_delimiters(rest)
-        if fragment != rest.strip():  # the closing delimiter was found
-            return fragment.strip(" *") or None
+    rest = text[match.end() :].lstrip(" \t\r\n*:")  # "Final Answer:\n\n$$7$$" is common
+    span = _leading_math_span(rest)
+    if span is not None:
+        return span.strip(" *") or None
     end = _FRAGMENT_END_RE.search(rest)
     fragment = rest[: end.start()] if end else rest
     fragment = _strip_math_delimiters(fragment.strip(" \t*"))

@@ -283,7 +283,11 @@ class _Worker:
             self.proc.stdin.close()
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=grace)
-        self.kill()
+        if self.proc.poll() is None:
+            self.kill()
+        else:
+            with contextlib.suppress(OSError):
+                self.proc.stdout.close()
 
 
 _LIVE_POOLS: weakref.WeakSet[DeadlineProcessPool] = weakref.WeakSet()
@@ -378,7 +382,13 @@ class DeadlineProcessPool:
         results: list[TaskOutcome | None] = [None] * n
         pending: deque[int] = deque(range(n))
         wanted = min(self.max_workers, math.ceil(n / self.min_items_per_worker))
-        workers = self._acquire(wanted)
+        try:
+            workers = self._acquire(wanted)
+        except WorkerStartupError:
+            if not self._ever_ready:
+                raise
+            logger.exception("Could not start a worker; %d items left ungraded", n)
+            return [TaskOutcome(error=UNAVAILABLE)] * n
         selector = selectors.DefaultSelector()
         for worker in workers:
             selector.register(worker.out_fd, selectors.EVENT_READ, worker)
@@ -424,8 +434,11 @@ class DeadlineProcessPool:
             self._all.clear()
             self._idle.clear()
             self._cond.notify_all()
+        for worker in workers:  # closing stdin asks each worker to exit; give them a moment together
+            with contextlib.suppress(OSError):
+                worker.proc.stdin.close()
         for worker in workers:
-            worker.close()
+            worker.close(grace=0.5)
 
     def stats(self) -> dict[str, int]:
         """Counters: inputs handled, timeouts, crashes and workers started, plus workers alive now."""

@@ -59,6 +59,7 @@ def rewards_for(completions, answers, answer_types=None, **kwargs):
         ("Answer: (B)", "(B)"),
         ("The answer to the question is 19 because 10 + 9 = 19.", "19"),
         ("Natalia sold 72 clips.\n#### 72", "72"),
+        ("**Final Answer:**\n\n$$7$$", "7"),
         ("the answer is 5 + 2 = 7", "5 + 2 = 7"),
         (r"The answer is \boxed{7}, not 8", "7"),  # boxed wins over the phrase
         ("5 + 2 =", None),  # bare expression: no anchor
@@ -347,6 +348,8 @@ def hang_or_crash(payload):
         os._exit(3)
     if payload == "raise":
         raise RuntimeError("boom")
+    if payload == "allocate":
+        return len(bytearray(8 * 2**30))  # over the workers' 2 GiB address-space limit
     return payload * 2
 
 
@@ -374,6 +377,12 @@ def test_worker_crash_does_not_propagate(test_pool):
     assert outcomes[1].error == "crashed"
     assert outcomes[3].error.startswith("error: RuntimeError")
     assert test_pool.map([1]) == [type(outcomes[0])(value=2)]
+
+
+def test_worker_memory_limit(test_pool):
+    outcomes = test_pool.map(["allocate", "x"])
+    assert outcomes[0].error.startswith("error: MemoryError")
+    assert outcomes[1].value == "xx"
 
 
 def test_pool_startup_failure_is_reported():
