@@ -485,7 +485,7 @@ def _env_number(name: str, default: float, cast: Callable[[str], float]) -> floa
 _SETTINGS_LOCK = threading.Lock()
 _settings: dict[str, float] | None = None
 _pool: DeadlineProcessPool | None = None
-_CACHE_SIZE = 65_536
+_CACHE_SIZE = 16_384  # verdicts by (prediction, gold); keys are at most ~1 kB each
 _cache: OrderedDict[tuple[str | None, str], tuple] = OrderedDict()
 _cache_lock = threading.Lock()
 

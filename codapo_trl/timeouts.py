@@ -8,9 +8,9 @@ holds from any thread and for any kind of hang:
 - Each worker is a separate Python interpreter started with `subprocess` (never `fork` of a threaded, CUDA-holding
   training process) that talks to the parent over its stdin/stdout pipes with length-prefixed pickle frames.
 - The parent sends a batch of items to an idle worker and the worker streams back one result per item. The parent
-  allows each item `item_timeout` seconds from the previous result (or from sending the batch); past that it kills
-  the worker, records `"timeout"` for the item being worked on, puts the rest of the batch back in the queue and
-  starts a replacement. A worker that dies (segfault, OOM kill, abort) is handled the same way with `"crashed"`.
+  allows each item `item_timeout` seconds from the moment the worker finished the previous one (or from sending the
+  batch); past that it kills the worker, records `"timeout"` for the item being worked on, puts the rest of the
+  batch back in the queue and starts a replacement. A worker that dies (segfault, OOM kill, abort) is handled the same way with `"crashed"`.
 - Inside the worker a softer alarm (`signal.setitimer`, on the worker's own main thread) stops most slow items
   before the hard deadline, so the common slow case costs no respawn.
 - Workers can get an address-space limit (`RLIMIT_AS`), ignore SIGINT, exit when their stdin closes or their parent
@@ -189,17 +189,19 @@ def _worker_main(cfg: dict[str, Any]) -> None:
             try:
                 signal.setitimer(signal.ITIMER_REAL, soft_timeout)
                 try:
-                    reply = ("result", task_id, handler(payload), None)
+                    value, error = handler(payload), None
                 finally:
                     signal.setitimer(signal.ITIMER_REAL, 0)
             except _SoftTimeout:
-                reply = ("result", task_id, None, TIMEOUT)
+                value, error = None, TIMEOUT
             except Exception as exc:  # noqa: BLE001 - any handler failure is reported, not fatal
-                reply = ("result", task_id, None, f"error: {type(exc).__name__}: {exc}"[:500])
+                value, error = None, f"error: {type(exc).__name__}: {exc}"[:500]
+            # The finish time (CLOCK_MONOTONIC is system-wide) starts the next item's clock in the parent, so a
+            # parent that is slow to read (GIL held by training) cannot make the next item look slow.
             try:
-                data = _frame(reply)
+                data = _frame(("result", task_id, value, error, time.monotonic()))
             except Exception as exc:  # noqa: BLE001
-                data = _frame(("result", task_id, None, f"error: unpicklable result: {exc}"[:500]))
+                data = _frame(("result", task_id, None, f"error: unpicklable result: {exc}"[:500], time.monotonic()))
             try:
                 _write_all(out_fd, data)
             except OSError:
@@ -554,12 +556,12 @@ class DeadlineProcessPool:
             elif kind == "fatal":
                 worker.fatal = message[1]
             elif kind == "result":
-                _, task_id, value, error = message
+                _, task_id, value, error, finished_at = message
                 if not worker.inflight or worker.inflight[0] != task_id:
                     worker.eof = True  # out-of-order reply: protocol error, treat as a crash
                     return
                 worker.inflight.popleft()
-                worker.last_progress = time.monotonic()
+                worker.last_progress = min(finished_at, time.monotonic())
                 results[task_id] = TaskOutcome(value=value, error=error)
                 if error == TIMEOUT:
                     self._note_failure("timeouts", "soft timeout", task_id)
