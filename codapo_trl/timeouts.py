@@ -389,7 +389,7 @@ class DeadlineProcessPool:
         except WorkerStartupError:
             if not self._ever_ready:
                 raise
-            logger.exception("Could not start a worker; %d items left ungraded", n)
+            logger.exception("Could not start a worker; %d items left undone", n)
             return [TaskOutcome(error=UNAVAILABLE)] * n
         selector = selectors.DefaultSelector()
         for worker in workers:
@@ -416,13 +416,13 @@ class DeadlineProcessPool:
         except WorkerStartupError:
             if not self._ever_ready:
                 raise
-            logger.exception("Could not start a grader worker; the remaining items are left ungraded")
+            logger.exception("Could not start a worker; the remaining items are left undone")
         finally:
             selector.close()
             self._release(workers)
         unfinished = sum(outcome is None for outcome in results)
         if unfinished:
-            logger.error("No grader worker available: %d of %d items left ungraded", unfinished, n)
+            logger.error("No worker available: %d of %d items left undone", unfinished, n)
         with self._cond:
             self._stats["tasks"] += n
         return [outcome if outcome is not None else TaskOutcome(error=UNAVAILABLE) for outcome in results]
@@ -613,7 +613,7 @@ class DeadlineProcessPool:
                 self._cond.notify_all()
                 if not self._ever_ready:
                     raise
-                logger.exception("Could not start a replacement grader worker; continuing with fewer")
+                logger.exception("Could not start a replacement worker; continuing with fewer")
                 return
         workers[index] = replacement
         selector.register(replacement.out_fd, selectors.EVENT_READ, replacement)
