@@ -1,0 +1,418 @@
+"""Tests for `codapo_trl.rewards` (the answer grader and TRL reward) and its worker pool `codapo_trl.timeouts`."""
+
+import os
+import signal
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from codapo_trl import rewards
+from codapo_trl.rewards import (
+    REWARD_FUNCS,
+    GradeResult,
+    configure_grader,
+    extract_final_answer,
+    get_reward_funcs,
+    grade_answers,
+    math_accuracy_reward,
+)
+from codapo_trl.timeouts import DeadlineProcessPool
+
+
+# Generous wall-clock bound for a batch of pathological inputs: a behaviour guarantee, not a performance target.
+BOUND_S = 20.0
+
+
+@pytest.fixture(scope="module", autouse=True)
+def grader():
+    """Same grader settings on every machine: 2 workers, 2 s per answer."""
+    configure_grader(num_workers=2, timeout=2.0, memory_limit_mb=2048)
+    yield
+    configure_grader(num_workers=2, timeout=2.0)  # stops the workers
+
+
+def rewards_for(completions, answers, answer_types=None, **kwargs):
+    if answer_types is not None:
+        kwargs["answer_type"] = answer_types
+    return math_accuracy_reward(completions, answer=answers, **kwargs)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Extraction
+# ----------------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (r"so the result is \boxed{7}.", "7"),
+        (r"first \boxed{3}, then \boxed{\frac{1}{2}}", r"\frac{1}{2}"),  # last box wins
+        (r"\boxed{3} or \boxed{4}", "4"),  # not the greedy-regex "3} or \boxed{4"
+        (r"\boxed{\{1, 2\}}", r"\{1, 2\}"),  # escaped braces are not group braces
+        (r"\fbox{12}", "12"),
+        (r"$\boxed{x^2+1}$", "x^2+1"),
+        ("The answer is 42.", "42"),
+        ("Therefore, the final answer is $\\frac{3}{4}$. I hope it is correct.", r"\frac{3}{4}"),
+        ("**Final Answer:** 2.5", "2.5"),
+        ("Answer: (B)", "(B)"),
+        ("The answer to the question is 19 because 10 + 9 = 19.", "19"),
+        ("Natalia sold 72 clips.\n#### 72", "72"),
+        ("**Final Answer:**\n\n$$7$$", "7"),
+        ("the answer is 5 + 2 = 7", "5 + 2 = 7"),
+        (r"The answer is \boxed{7}, not 8", "7"),  # boxed wins over the phrase
+        ("5 + 2 =", None),  # bare expression: no anchor
+        ("It is 7", None),
+        (r"\boxed{\frac{1}{2}", None),  # unclosed last box (truncated output)
+        (r"\boxed{}", None),
+        ("", None),
+        (None, None),
+    ],
+)
+def test_extract_final_answer(text, expected):
+    assert extract_final_answer(text) == expected
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Grading: hand-written cases
+# ----------------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("completion", "gold", "expected"),
+    [
+        (r"Thus \boxed{19}.", "19", 1.0),
+        (r"\boxed{0.5}", r"\frac{1}{2}", 1.0),
+        (r"\boxed{\frac{1}{2}}", "0.5", 1.0),
+        (r"\boxed{\dfrac12}", r"\frac{1}{2}", 1.0),
+        (r"\boxed{(3,-1)}", "(3, -1)", 1.0),
+        (r"\boxed{1 + x^2}", "x^2+1", 1.0),
+        (r"\boxed{2\sqrt{5}}", r"\sqrt{20}", 1.0),
+        (r"\boxed{\text{Monday}}", r"\text{Monday}", 1.0),
+        ("The answer is $\\frac{1}{2}$.", "0.5", 1.0),
+        ("Final answer: x^2+1", "1+x^2", 1.0),
+        (r"\boxed{20}", "19", 0.0),
+        (r"\boxed{(-1, 3)}", "(3, -1)", 0.0),  # order matters for a point
+        (r"\boxed{x^2-1}", "x^2+1", 0.0),
+        ("The result is 19", "19", 0.0),  # unanchored
+        ("10 + 9 = 19", "19", 0.0),  # unanchored
+        (r"\boxed{\frac{1}{2}", "0.5", 0.0),  # unbalanced braces
+    ],
+)
+def test_math_answers(completion, gold, expected):
+    assert rewards_for([completion], [gold]) == [expected]
+
+
+def test_restating_the_question_is_not_paid():
+    """The measured hack: answering "What is 5 + 2?" with "5 + 2 =" (math-verify's default extraction pays it)."""
+    assert rewards_for(["5 + 2 ="], ["7"]) == [0.0]
+    assert rewards_for(["5 + 2 ="], ["7"], ["number"]) == [0.0]
+    assert rewards_for(["What is 5 + 2? 5 + 2"], ["7"]) == [0.0]
+
+
+def test_number_type_requires_a_literal():
+    completions = [
+        r"\boxed{5+2}",  # equals 7, but it only restates the question
+        r"\boxed{7}",
+        "The answer is 5 + 2.",
+        "The answer is 5 + 2 = 7.",  # computed, then stated: the number after the last "=" counts
+        r"\boxed{7 \text{ apples}}",
+        r"\boxed{7x}",
+        r"\boxed{\frac{14}{2}}",
+        r"\boxed{3.5\cdot 2}",
+    ]
+    expected = [0.0, 1.0, 0.0, 1.0, 1.0, 0.0, 0.0, 0.0]
+    assert rewards_for(completions, ["7"] * len(completions), ["number"] * len(completions)) == expected
+    # The same \boxed{5+2} is paid when the question is typed "math" (default): the type is the guard.
+    assert rewards_for([r"\boxed{5+2}"], ["7"]) == [1.0]
+
+
+@pytest.mark.parametrize(
+    ("completion", "gold", "expected"),
+    [
+        (r"\boxed{-3}", "-3", 1.0),
+        (r"\boxed{2.5}", r"\frac{5}{2}", 1.0),
+        ("The answer is 1,000.", "1000", 1.0),
+        (r"\boxed{1{,}000}", "1,000", 1.0),
+        (r"\boxed{\$18.90}", "18.9", 1.0),
+        (r"\boxed{-4}", "4", 0.0),
+    ],
+)
+def test_number_type_literals(completion, gold, expected):
+    assert rewards_for([completion], [gold], ["number"]) == [expected]
+
+
+@pytest.mark.parametrize(
+    ("completion", "gold", "expected"),
+    [
+        (r"\boxed{B}", "B", 1.0),
+        (r"\boxed{b}", "B", 1.0),  # case-insensitive
+        (r"\boxed{\text{(C)}}", "C", 1.0),
+        ("The answer is (B).", "B", 1.0),
+        ("**Answer:** D) 42", "D", 1.0),
+        (r"\boxed{B}", "(b)", 1.0),
+        (r"\boxed{J}", "J", 1.0),  # MMLU-Pro has ten options
+        (r"\boxed{A}", "B", 0.0),
+        ("The answer is a prime number.", "A", 0.0),  # the article "a" is not option A
+        ("B", "B", 0.0),  # unanchored
+        (r"\boxed{42}", "B", 0.0),
+    ],
+)
+def test_choice_type(completion, gold, expected):
+    assert rewards_for([completion], [gold], ["choice"]) == [expected]
+
+
+def test_gold_from_full_solution_uses_last_box():
+    solution = r"We try $\boxed{2}$ first, which fails. Then \boxed{\frac{3}{4}} works."
+    assert rewards_for([r"\boxed{0.75}", r"\boxed{2}"], [solution, solution]) == [1.0, 0.0]
+    (result,) = grade_answers([r"\boxed{0.75}"], [solution])
+    assert result.gold == r"\frac{3}{4}"
+
+
+@pytest.mark.parametrize(
+    "gold", ["hello world", "", None, "}{", r"\boxed{\frac{1}{2}", r"9^{9^{9^9}}", "yes", "Natalia sold clips"]
+)
+def test_unusable_gold_gives_none(gold):
+    assert rewards_for([r"\boxed{7}", "no answer"], [gold, gold]) == [None, None]
+
+
+def test_choice_gold_must_be_a_letter():
+    assert rewards_for([r"\boxed{B}"], ["42"], ["choice"]) == [None]
+
+
+def test_conversational_and_string_completions():
+    conversational = [
+        [{"role": "assistant", "content": r"2 + 5 = 7, so \boxed{7}"}],
+        [{"role": "assistant", "content": "5 + 2 ="}],
+        [{"role": "assistant", "content": None}],
+        [{"role": "assistant", "content": [{"type": "text", "text": r"\boxed{7}"}]}],
+        [],
+    ]
+    assert rewards_for(conversational, ["7"] * 5) == [1.0, 0.0, 0.0, 1.0, 0.0]
+    assert rewards_for([r"\boxed{7}", "5 + 2 =", None], ["7"] * 3) == [1.0, 0.0, 0.0]
+
+
+def test_trl_call_signature_and_logging():
+    extra, metrics = {}, {}
+    completions = [[{"role": "assistant", "content": c}] for c in (r"\boxed{\frac{1}{2}}", "5 + 2 =", r"\boxed{B}")]
+    out = math_accuracy_reward(
+        prompts=[[{"role": "user", "content": "q"}]] * 3,
+        completions=completions,
+        completion_ids=[[1, 2], [3], [4]],
+        answer=["0.5", "7", "B"],
+        answer_type=["math", "number", "choice"],
+        problem=["q1", "q2", "q3"],
+        trainer_state=None,
+        log_extra=lambda column, values: extra.__setitem__(column, values),
+        log_metric=lambda name, value: metrics.__setitem__(name, value),
+    )
+    assert out == [1.0, 0.0, 1.0]
+    assert set(extra) == {"gold_parsed", "answer_parsed"}
+    assert extra["gold_parsed"] == ["1/2", "7", "B"]
+    assert extra["answer_parsed"] == ["1/2", "", "B"]
+    assert all(isinstance(v, str) for values in extra.values() for v in values)
+    assert metrics["math_accuracy/no_answer_frac"] == pytest.approx(1 / 3)
+    assert metrics["math_accuracy/ungraded_frac"] == 0.0
+
+
+def test_grade_answers_results():
+    results = grade_answers(
+        [r"\boxed{0.5}", "nothing", r"\boxed{5+2}", r"\boxed{3}"],
+        ["1/2", "7", "7", "hello world"],
+        ["math", "math", "number", None],
+    )
+    assert all(isinstance(r, GradeResult) for r in results)
+    assert [r.correct for r in results] == [True, False, False, None]
+    assert [r.reward for r in results] == [1.0, 0.0, 0.0, None]
+    assert results[0].predicted == "0.5" and results[0].reason is None
+    assert results[1].predicted is None and results[1].reason == rewards.NO_ANSWER
+    assert results[2].predicted == "5+2" and results[2].reason == rewards.NOT_A_NUMBER
+    assert results[3].reason == rewards.GOLD_NOT_MATH
+    with pytest.raises(ValueError):
+        grade_answers(["a"], ["b", "c"])
+
+
+def test_length_mismatch_is_an_error():
+    with pytest.raises(ValueError):
+        math_accuracy_reward([r"\boxed{1}"], answer=["1", "2"])
+
+
+def test_in_process_mode():
+    configure_grader(num_workers=0)
+    try:
+        assert rewards_for([r"\boxed{\frac{2}{4}}", r"\boxed{3}"], ["0.5", "4"]) == [1.0, 0.0]
+    finally:
+        configure_grader(num_workers=2)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Pathological inputs: bounded time, 0.0, on the main thread and off it
+# ----------------------------------------------------------------------------------------------------------------
+
+PATHOLOGICAL = [
+    (r"\boxed{2^{2^{2^{2^{100}}}}}", "7"),
+    (r"\boxed{9^{9^{9^9}}}", "7"),
+    ("The answer is 9^{9^{9^9}}", "7"),
+    (r"\boxed{10^{10^{10}}}", "7"),
+    (r"\boxed{2^{1000000000}}", "7"),
+    (r"\boxed{(10^{10})!}", "7"),  # passes the cheap checks: stopped by the per-answer timeout
+    ("\\boxed{" + "{" * 10_000 + "7", "7"),  # 10 000 unclosed braces
+    ("\\boxed{" + "{" * 10_000 + "7" + "}" * 10_001, "7"),  # 10 000 nested braces
+    ("\\boxed{" + "{" * 60 + "7" + "}" * 61, "7"),  # short but deeply nested
+    ("The answer is " + "(" * 5_000 + "7" + ")" * 5_000, "7"),
+    ("x = 5 + 2. " * 10_000, "7"),  # 110 kB, no final answer
+    ("", "7"),
+    (None, "7"),
+    (r"\boxed{}}}{{{", "7"),
+    ("}" * 1000 + r"\boxed{" + "}" * 1000, "7"),
+]
+
+
+def _grade_pathological():
+    start = time.monotonic()
+    out = rewards_for([c for c, _ in PATHOLOGICAL], [g for _, g in PATHOLOGICAL])
+    return out, time.monotonic() - start
+
+
+def test_pathological_inputs_main_thread():
+    out, elapsed = _grade_pathological()
+    assert out == [0.0] * len(PATHOLOGICAL)
+    assert elapsed < BOUND_S
+
+
+def test_pathological_inputs_in_threads():
+    """TRL may call reward functions off the main thread, where signal-based timeouts cannot work."""
+    start = time.monotonic()
+    with ThreadPoolExecutor(max_workers=3) as executor:
+        futures = [executor.submit(_grade_pathological) for _ in range(3)]
+        outputs = [future.result(timeout=60) for future in futures]
+    assert all(out == [0.0] * len(PATHOLOGICAL) for out, _ in outputs)
+    assert time.monotonic() - start < BOUND_S
+
+    box: dict = {}
+    thread = threading.Thread(target=lambda: box.setdefault("out", _grade_pathological()))
+    thread.start()
+    thread.join(timeout=60)
+    assert box["out"][0] == [0.0] * len(PATHOLOGICAL)
+
+
+def test_timed_out_answer_is_reported():
+    (result,) = grade_answers([r"\boxed{(10^{10})!}"], ["7"])
+    assert result.correct is False and result.reason == rewards.TIMED_OUT
+
+
+def test_huge_completion_with_answer_at_the_end():
+    text = "Let me think. " * 8_000 + r"So the answer is \boxed{7}."
+    assert len(text) > 100_000
+    assert rewards_for([text], ["7"]) == [1.0]
+
+
+def test_concurrent_callers_get_their_own_results():
+    batches = [
+        ([rf"\boxed{{{i}}}" for i in range(40)], [str(i + offset) for i in range(40)], offset)
+        for offset in (0, 1, 0, 1, 0)
+    ]
+
+    def run(batch):
+        completions, golds, offset = batch
+        return rewards_for(completions, golds), offset
+
+    with ThreadPoolExecutor(max_workers=5) as executor:
+        for out, offset in executor.map(run, batches):
+            assert out == [1.0 if offset == 0 else 0.0] * 40
+
+
+def test_workers_are_reused():
+    rewards_for([rf"\boxed{{{i}}}" for i in range(50)], [str(i + 1) for i in range(50)])  # starts both workers
+    pool = rewards._get_pool()
+    started = pool.stats()["started"]
+    assert rewards_for([rf"\boxed{{{i}}}" for i in range(50)], [str(i) for i in range(50)]) == [1.0] * 50
+    assert pool.stats()["started"] == started
+    assert pool.stats()["alive"] <= 2
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The worker pool itself: hard kills, crashes, replacement
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def hang_or_crash(payload):
+    """Test handler: `"hang"` ignores the worker's own alarm and spins, like a computation stuck in C code, so only
+    the parent's hard kill stops it; `"crash"` kills the worker; `"raise"` raises."""
+    if payload == "hang":
+        signal.signal(signal.SIGALRM, signal.SIG_IGN)
+        while True:
+            pass
+    if payload == "crash":
+        os._exit(3)
+    if payload == "raise":
+        raise RuntimeError("boom")
+    if payload == "allocate":
+        return len(bytearray(8 * 2**30))  # over the workers' 2 GiB address-space limit
+    return payload * 2
+
+
+@pytest.fixture
+def test_pool():
+    pool = DeadlineProcessPool(f"{__name__}:hang_or_crash", max_workers=1, item_timeout=1.0)
+    yield pool
+    pool.shutdown()
+
+
+def test_worker_killed_on_timeout_is_replaced(test_pool):
+    start = time.monotonic()
+    outcomes = test_pool.map([1, "hang", 2, 3])
+    assert time.monotonic() - start < BOUND_S
+    assert [o.value for o in outcomes] == [2, None, 4, 6]  # the rest of the batch went to the replacement
+    assert outcomes[1].error == "timeout"
+    stats = test_pool.stats()
+    assert stats["timeouts"] == 1 and stats["started"] == 2 and stats["alive"] == 1
+    assert [o.value for o in test_pool.map([5, 6])] == [10, 12]  # the next call still works
+
+
+def test_worker_crash_does_not_propagate(test_pool):
+    outcomes = test_pool.map(["a", "crash", "b", "raise", "c"])
+    assert [o.value for o in outcomes] == ["aa", None, "bb", None, "cc"]
+    assert outcomes[1].error == "crashed"
+    assert outcomes[3].error.startswith("error: RuntimeError")
+    assert test_pool.map([1]) == [type(outcomes[0])(value=2)]
+
+
+def test_worker_memory_limit(test_pool):
+    outcomes = test_pool.map(["allocate", "x"])
+    assert outcomes[0].error.startswith("error: MemoryError")
+    assert outcomes[1].value == "xx"
+
+
+def test_pool_startup_failure_is_reported():
+    pool = DeadlineProcessPool("codapo_trl_no_such_module:f", max_workers=1)
+    with pytest.raises(RuntimeError, match="codapo_trl_no_such_module"):
+        pool.map([1])
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Registry
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def test_registry_names():
+    assert REWARD_FUNCS["math_accuracy"] is math_accuracy_reward
+    assert REWARD_FUNCS["accuracy"] is math_accuracy_reward
+    assert [f.__name__ for f in get_reward_funcs(["math_accuracy", "accuracy"])] == ["math_accuracy_reward"] * 2
+
+
+def test_registry_unknown_name_lists_valid_names():
+    with pytest.raises(ValueError) as excinfo:
+        get_reward_funcs(["format"])
+    message = str(excinfo.value)
+    assert "'format'" in message and "math_accuracy" in message and "accuracy" in message
+
+
+def test_registry_dotted_path():
+    assert get_reward_funcs(["codapo_trl.rewards.math_accuracy_reward"]) == [math_accuracy_reward]
+    assert get_reward_funcs(["os.path.join"]) == [os.path.join]
+    with pytest.raises(ValueError, match="math_accuracy"):
+        get_reward_funcs(["codapo_trl.rewards.no_such_reward"])
+    with pytest.raises(ValueError, match="math_accuracy"):
+        get_reward_funcs(["no_such_package.module.func"])
