@@ -197,6 +197,8 @@ class CoDaPOConfig(GRPOConfig):
                 f"(got {self.num_iterations}). Set num_iterations=1 or codapo_sampling=False."
             )
 
+        if not self.codapo_sampling:
+            return
         num_questions = self.codapo_num_questions
         if self.codapo_top_k is None:
             self.codapo_top_k = max(1, num_questions // 4)

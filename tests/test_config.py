@@ -1,0 +1,130 @@
+"""CoDaPOConfig: defaults, validation messages, TrlParser round trip, help text; the trainer's own checks."""
+
+import dataclasses
+import subprocess
+import sys
+
+import pytest
+from datasets import Dataset
+from fakes import parity_reward, question_dataset
+from trl import GRPOConfig, TrlParser
+
+from codapo_trl import CoDaPOConfig, CoDaPOTrainer
+
+
+BASE = dict(output_dir="unused", use_cpu=True, report_to="none", per_device_train_batch_size=8, num_generations=2)
+
+
+def config(**overrides) -> CoDaPOConfig:
+    return CoDaPOConfig(**{**BASE, **overrides})
+
+
+def test_defaults_are_the_papers():
+    args = config()
+    assert args.loss_type == "codapo"
+    assert (args.codapo_confidence_fn, args.codapo_difficulty_fn) == ("linear", "center")
+    assert args.codapo_weight_offset == 0.0
+    assert args.codapo_resample_timing == "before_update"
+    assert args.codapo_weighting and args.codapo_sampling
+    assert args.beta == 0.0 and args.epsilon == 0.2
+    # |B| = 8 rows / G = 2 = 4 questions -> K = 1 (a quarter, at least one)
+    assert args.codapo_num_questions == 4 and args.codapo_top_k == 1
+    assert config(per_device_train_batch_size=16, gradient_accumulation_steps=4).codapo_top_k == 8
+    assert config(per_device_train_batch_size=2, num_generations=2).codapo_top_k == 1
+
+
+def test_is_a_grpo_config():
+    assert issubclass(CoDaPOConfig, GRPOConfig)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (dict(codapo_top_k=0), "codapo_top_k=0 must be between 1 and the number of questions"),
+        (dict(codapo_top_k=5), r"\|B\| = generation_batch_size / num_generations = 8 / 2 = 4"),
+        (dict(codapo_confidence_fn="square"), "codapo_confidence_fn='square' is not a known value function"),
+        (dict(codapo_difficulty_fn="u"), "codapo_difficulty_fn='u' is not a known value function"),
+        (dict(codapo_resample_timing="never"), "set it to 'before_update'"),
+        (dict(codapo_weight_offset=-0.1), "codapo_weight_offset must be a finite number >= 0"),
+        (dict(codapo_weight_offset=float("nan")), "codapo_weight_offset must be a finite number >= 0"),
+        (dict(loss_type="ppo"), "loss_type='ppo' is not supported"),
+        (dict(codapo_correctness_reward="  "), "codapo_correctness_reward must be a reward function name"),
+        (dict(steps_per_generation=2), r"steps_per_generation \(2\) must equal gradient_accumulation_steps \(1\)"),
+        (dict(generation_batch_size=16), r"steps_per_generation \(2\) must equal gradient_accumulation_steps"),
+        (dict(num_iterations=2), "num_iterations must be 1"),
+    ],
+)
+def test_config_errors_say_what_to_change(overrides, message):
+    with pytest.raises(ValueError, match=message):
+        config(**overrides)
+
+
+def test_unsupported_combinations_are_fine_when_the_feature_is_off():
+    config(num_iterations=2, codapo_sampling=False)  # multiple iterations on B alone are allowed
+    args = config(steps_per_generation=2, codapo_weighting=False, codapo_sampling=False, loss_type="dapo")
+    assert args.steps_per_generation == 2  # plain GRPO through CoDaPOConfig
+    assert config(codapo_top_k=8, codapo_sampling=False).codapo_top_k == 8
+
+
+def test_every_codapo_field_is_documented():
+    fields = [f for f in dataclasses.fields(CoDaPOConfig) if f.name.startswith("codapo_")]
+    assert {f.name for f in fields} >= {
+        "codapo_top_k",
+        "codapo_confidence_fn",
+        "codapo_difficulty_fn",
+        "codapo_weight_offset",
+        "codapo_resample_timing",
+        "codapo_correctness_reward",
+        "codapo_weighting",
+        "codapo_sampling",
+    }
+    for f in fields + [next(f for f in dataclasses.fields(CoDaPOConfig) if f.name == "loss_type")]:
+        assert f.metadata.get("help"), f"{f.name} has no help text"
+        assert f"{f.name} (`" in CoDaPOConfig.__doc__, f"{f.name} is missing from the class docstring"
+
+
+def test_trl_parser_reads_yaml_and_command_line(tmp_path):
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(
+        "output_dir: out\nuse_cpu: true\nper_device_train_batch_size: 8\nnum_generations: 2\n"
+        "codapo_top_k: 2\ncodapo_difficulty_fn: edges\ncodapo_resample_timing: after_update\nloss_type: gpg\n"
+    )
+    parser = TrlParser((CoDaPOConfig,))
+    (args,) = parser.parse_args_and_config(["--config", str(recipe), "--codapo_weight_offset", "0.1"])
+    assert (args.codapo_top_k, args.codapo_difficulty_fn, args.loss_type) == (2, "edges", "gpg")
+    assert args.codapo_resample_timing == "after_update" and args.codapo_weight_offset == 0.1
+
+
+def test_trl_parser_rejects_bad_choices_and_unknown_keys(tmp_path):
+    parser = TrlParser((CoDaPOConfig,))
+    with pytest.raises(SystemExit):
+        parser.parse_args_and_config(["--output_dir", "x", "--codapo_confidence_fn", "cubic"])
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text("output_dir: out\nuse_cpu: true\ncodapo_topk: 2\n")
+    with pytest.raises(ValueError, match="codapo_topk"):
+        parser.parse_args_and_config(["--config", str(recipe)])
+
+
+def test_help_renders():
+    script = "from trl import TrlParser; from codapo_trl import CoDaPOConfig; TrlParser((CoDaPOConfig,)).parse_args(['--help'])"
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "--codapo_resample_timing {before_update,after_update}" in result.stdout
+
+
+def test_trainer_needs_a_codapo_config(tiny_model_dir):
+    args = GRPOConfig(**{**BASE, "output_dir": "unused"})
+    with pytest.raises(TypeError, match="Replace `GRPOConfig"):
+        CoDaPOTrainer(tiny_model_dir, parity_reward, args=args, train_dataset=question_dataset())
+
+
+def test_trainer_rejects_unknown_correctness_reward(tiny_model_dir, tmp_path):
+    args = config(output_dir=str(tmp_path), codapo_correctness_reward="accuracy")
+    with pytest.raises(ValueError, match=r"not one of the trainer's reward functions \['parity_reward'\]"):
+        CoDaPOTrainer(tiny_model_dir, parity_reward, args=args, train_dataset=question_dataset())
+
+
+def test_trainer_rejects_iterable_dataset_with_sampling(tiny_model_dir, tmp_path):
+    iterable = Dataset.from_dict(question_dataset().to_dict()).to_iterable_dataset()
+    with pytest.raises(ValueError, match="map-style training dataset"):
+        CoDaPOTrainer(tiny_model_dir, parity_reward, args=config(output_dir=str(tmp_path)), train_dataset=iterable)
