@@ -1,0 +1,154 @@
+"""Wall time per optimizer update: TRL's GRPOTrainer against CoDaPOTrainer, in one process, same everything.
+
+Both trainers get the same model, data, seed, batch layout and generated-token budget (every completion is forced
+to exactly `--max-completion-length` tokens, so both generate the same number of tokens per update). Runs alternate
+between the two trainers; the first update of each run is warm-up and not counted. The last line printed contains
+the word `ratio`: mean seconds per update of CoDaPO divided by GRPO's.
+
+    python benchmarks/step_overhead.py --model tiny
+    python benchmarks/step_overhead.py --model embedded/SmolLM2-135M-Instruct
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from datasets import Dataset
+from transformers import TrainerCallback
+from trl import GRPOConfig, GRPOTrainer
+
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from codapo_trl import CoDaPOConfig, CoDaPOTrainer  # noqa: E402
+
+
+class UpdateTimer(TrainerCallback):
+    """Seconds taken by each optimizer update (generation included), and CoDaPO's phase of each."""
+
+    def __init__(self):
+        self.seconds: list[float] = []
+        self._start = 0.0
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        self._start = time.perf_counter()
+
+    def on_step_end(self, args, state, control, **kwargs):
+        self.seconds.append(time.perf_counter() - self._start)
+
+
+def resolve_model(name: str, workdir: Path) -> str:
+    if name == "tiny":
+        sys.path.insert(0, str(ROOT / "tests"))
+        from tiny import build_tiny_model
+
+        return str(build_tiny_model(workdir / "tiny", hidden_size=64))
+    try:
+        from codapo_trl.models import resolve_model_name_or_path
+    except ImportError:
+        return name
+    return resolve_model_name_or_path(name)
+
+
+def arithmetic_prompts(n: int, seed: int) -> Dataset:
+    import random
+
+    rng = random.Random(seed)
+    pairs = [(rng.randint(0, 9), rng.randint(0, 9)) for _ in range(n)]
+    return Dataset.from_dict(
+        {
+            "prompt": [
+                [
+                    {"role": "system", "content": "Please reason step by step, and put your final answer within \\boxed{}."},
+                    {"role": "user", "content": f"What is {a} + {b}?"},
+                ]
+                for a, b in pairs
+            ],
+            "answer": [str(a + b) for a, b in pairs],
+        }
+    )
+
+
+def contains_answer(completions, answer, **kwargs) -> list[float]:
+    """A cheap stand-in reward (the same for both trainers): 1 if the gold number appears in the completion."""
+    texts = [c[-1]["content"] if isinstance(c, list) else c for c in completions]
+    return [float(gold in text) for text, gold in zip(texts, answer)]
+
+
+def run(trainer_cls, config_cls, model: str, options: argparse.Namespace, workdir: Path, **extra) -> list[float]:
+    args = config_cls(
+        output_dir=str(workdir / trainer_cls.__name__),
+        per_device_train_batch_size=options.micro_batch,
+        gradient_accumulation_steps=options.questions * options.num_generations // options.micro_batch,
+        num_generations=options.num_generations,
+        max_completion_length=options.max_completion_length,
+        generation_kwargs={"min_new_tokens": options.max_completion_length},
+        max_steps=options.updates + 1,
+        learning_rate=1e-6,
+        logging_steps=1,
+        report_to="none",
+        save_strategy="no",
+        use_cpu=options.device == "cpu",
+        bf16=options.device != "cpu",
+        gradient_checkpointing=False,
+        seed=options.seed,
+        disable_tqdm=True,
+        **extra,
+    )
+    timer = UpdateTimer()
+    trainer = trainer_cls(
+        model=model,
+        reward_funcs=contains_answer,
+        args=args,
+        train_dataset=arithmetic_prompts(16 * options.questions, options.seed),
+        callbacks=[timer],
+    )
+    trainer.train()
+    return timer.seconds[1:]  # the first update warms caches up
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", default="tiny", help="'tiny' (built offline), a path, or an alias")
+    parser.add_argument("--questions", type=int, default=8, help="questions per update (|B|)")
+    parser.add_argument("--num-generations", type=int, default=4, help="rollouts per question (G)")
+    parser.add_argument("--micro-batch", type=int, default=8, help="per_device_train_batch_size")
+    parser.add_argument("--max-completion-length", type=int, default=32)
+    parser.add_argument("--updates", type=int, default=4, help="timed updates per run (even: B/S pairs)")
+    parser.add_argument("--repeats", type=int, default=2, help="alternating runs per trainer")
+    parser.add_argument("--timing", default="before_update", choices=["before_update", "after_update"])
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    parser.add_argument("--seed", type=int, default=0)
+    options = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        workdir = Path(tmp)
+        model = resolve_model(options.model, workdir)
+        times: dict[str, list[float]] = {"GRPO": [], "CoDaPO": []}
+        for _ in range(options.repeats):
+            times["GRPO"] += run(GRPOTrainer, GRPOConfig, model, options, workdir)
+            times["CoDaPO"] += run(
+                CoDaPOTrainer, CoDaPOConfig, model, options, workdir, codapo_resample_timing=options.timing
+            )
+    tokens = options.questions * options.num_generations * options.max_completion_length
+    print(f"model={options.model} |B|={options.questions} G={options.num_generations} "
+          f"tokens/update={tokens} micro_batch={options.micro_batch} timing={options.timing}")  # fmt: skip
+    for name, seconds in times.items():
+        print(
+            f"{name:7s} {statistics.mean(seconds):8.3f} s/update  (median {statistics.median(seconds):.3f}, "
+            f"n={len(seconds)}, {tokens / statistics.mean(seconds):.0f} generated tokens/s)"
+        )
+    ratio = statistics.mean(times["CoDaPO"]) / statistics.mean(times["GRPO"])
+    print(f"ratio CoDaPO/GRPO (s per update): {ratio:.3f}")
+
+
+if __name__ == "__main__":
+    main()
