@@ -34,6 +34,7 @@ provided. The layers, strongest first:
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import fcntl
 import json
@@ -53,7 +54,7 @@ import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from enum import Enum
+from enum import StrEnum
 
 
 logger = logging.getLogger(__name__)
@@ -74,7 +75,7 @@ ALL_LAYERS = ("uid", "userns", "netns", "pidns", "mountns", "cgroup", "seccomp",
 _MiB = 1024 * 1024
 
 
-class Status(str, Enum):
+class Status(StrEnum):
     """Outcome of one execution (or, for `WRONG`, of one checked test case)."""
 
     OK = "ok"
@@ -197,7 +198,7 @@ class IsolationReport:
 # cannot import this package; both only use the standard library.
 # --------------------------------------------------------------------------------------------------------------
 
-_BOOTSTRAP = r'''
+_BOOTSTRAP = r"""
 import ctypes, json, os, resource, signal, sys
 
 CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
@@ -300,16 +301,18 @@ def setup_mounts(cfg):
             pass
 
 
-def install_seccomp(prog_hex):
+def install_seccomp(spec):
     STAGE[0] = "seccomp"
-    prog = bytes.fromhex(prog_hex)
-    n = len(prog) // 8
+    import struct
+    prog = bytearray.fromhex(spec["prog"])
+    for idx in spec["self_insns"]:
+        struct.pack_into("=I", prog, idx * 8 + 4, os.getpid())
 
     class SockFprog(ctypes.Structure):
         _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
 
-    buf = ctypes.create_string_buffer(prog, len(prog))
-    fprog = SockFprog(n, ctypes.cast(buf, ctypes.c_void_p))
+    buf = ctypes.create_string_buffer(bytes(prog), len(prog))
+    fprog = SockFprog(len(prog) // 8, ctypes.cast(buf, ctypes.c_void_p))
     check(libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.addressof(fprog), 0, 0), "seccomp")
 
 
@@ -340,6 +343,7 @@ def child(cfg):
         os.setresgid(cfg["uid"], cfg["uid"], cfg["uid"])
         os.setresuid(cfg["uid"], cfg["uid"], cfg["uid"])
         check(libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "pdeathsig")
+    os.setsid()  # own session and process group: kill(0, ...) cannot reach the bootstrap
     STAGE[0] = "no_new_privs"
     check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
     if cfg["seccomp"]:
@@ -390,9 +394,9 @@ def main():
 
 
 sys.exit(main())
-'''
+"""
 
-_RUNNER = r'''
+_RUNNER = r"""
 import sys
 
 
@@ -486,7 +490,7 @@ with open("solution.py", "rb") as _f:
     _code = compile(_f.read(), "solution.py", "exec")
 del _f, _types
 exec(_code, _main.__dict__)
-'''
+"""
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -501,6 +505,11 @@ _SYSCALLS = {
     "ptrace": (101, 117),
     "process_vm_readv": (310, 270),
     "process_vm_writev": (311, 271),
+    "process_madvise": (440, 440),
+    "pidfd_open": (434, 434),
+    "pidfd_getfd": (438, 438),
+    "pidfd_send_signal": (424, 424),
+    "tkill": (200, 130),
     "mount": (165, 40),
     "umount2": (166, 39),
     "pivot_root": (155, 41),
@@ -514,6 +523,7 @@ _SYSCALLS = {
     "perf_event_open": (298, 241),
     "userfaultfd": (323, 282),
     "kexec_load": (246, 104),
+    "kexec_file_load": (320, 294),
     "init_module": (175, 105),
     "finit_module": (313, 273),
     "delete_module": (176, 106),
@@ -523,67 +533,75 @@ _SYSCALLS = {
     "acct": (163, 89),
     "settimeofday": (164, 170),
     "open_by_handle_at": (304, 265),
-    "fork": (57, -1),
-    "vfork": (58, -1),
-    "clone": (56, 220),
-    "clone3": (435, 435),
     "io_uring_setup": (425, 425),
     "fsopen": (430, 430),
     "fsmount": (432, 432),
     "move_mount": (429, 429),
     "open_tree": (428, 428),
+    "fork": (57, -1),
+    "vfork": (58, -1),
 }
-_AF_UNIX = 1
+# Signal-sending syscalls whose first argument (a pid / tgid) must be the program itself.
+_SELF_ONLY = {"kill": (62, 129), "tgkill": (234, 131), "rt_sigqueueinfo": (129, 138), "rt_tgsigqueueinfo": (297, 240)}
+_CLONE = {"clone": (56, 220), "clone3": (435, 435)}
 _CLONE_THREAD = 0x00010000
+SECCOMP_SELF_PLACEHOLDER = 0x7FFFFFF7
 
 
-def _build_seccomp_filter(arch: str, allow_fork: bool) -> bytes:
-    """Assemble the classic-BPF program (a `sock_filter[]`) for `arch`; see `SandboxConfig.allow_fork`."""
+def _build_seccomp_filter(arch: str, allow_fork: bool) -> tuple[bytes, list[int]]:
+    """Assemble the classic-BPF deny-list (a `sock_filter[]`) for `arch`.
+
+    Returns the program and the indices of the instructions whose constant must be replaced by the program's own
+    pid (known only in the child, after the PID namespace is entered). Denied syscalls fail with `EPERM` (so
+    programs see an ordinary error); a foreign architecture is killed.
+    """
     import struct
 
     col = 0 if arch == "x86_64" else 1
     ld_w_abs, jeq_k, jset_k, ret_k = 0x20, 0x15, 0x45, 0x06
-    ret_allow, ret_errno_eperm, ret_kill = 0x7FFF0000, 0x00050000 | 1, 0x80000000
-    ret_enosys = 0x00050000 | 38
-    off_nr, off_arch, off_arg0 = 0, 4, 16  # struct seccomp_data (arg0 low 32 bits on little endian)
+    allow, eperm, kill = 0x7FFF0000, 0x00050000 | 1, 0x80000000
+    enosys = 0x00050000 | 38
+    off_nr, off_arch, off_arg0 = 0, 4, 16  # struct seccomp_data; arg0's low 32 bits on little endian
 
-    insns: list[tuple[int, int, int, int]] = []
-    insns.append((ld_w_abs, 0, 0, off_arch))
-    insns.append((jeq_k, 1, 0, _AUDIT_ARCH[arch]))
-    insns.append((ret_k, 0, 0, ret_kill))
-    insns.append((ld_w_abs, 0, 0, off_nr))
+    insns: list[list[int]] = [
+        [ld_w_abs, 0, 0, off_arch],
+        [jeq_k, 1, 0, _AUDIT_ARCH[arch]],
+        [ret_k, 0, 0, kill],
+        [ld_w_abs, 0, 0, off_nr],
+    ]
     if arch == "x86_64":  # refuse the x32 ABI (syscall numbers with bit 30 set)
-        insns.append((jset_k, 0, 1, 0x40000000))
-        insns.append((ret_k, 0, 0, ret_errno_eperm))
-
-    def nr(name: str) -> int:
-        return _SYSCALLS[name][col]
-
-    # socket(): only AF_UNIX.
-    insns.append((jeq_k, 0, 4, nr("socket")))
-    insns.append((ld_w_abs, 0, 0, off_arg0))
-    insns.append((jeq_k, 0, 1, _AF_UNIX))
-    insns.append((ret_k, 0, 0, ret_allow))
-    insns.append((ret_k, 0, 0, ret_errno_eperm))
+        insns += [[jset_k, 0, 1, 0x40000000], [ret_k, 0, 0, eperm]]
+    patch: list[int] = []
+    for name, nrs in _SELF_ONLY.items():
+        # if nr == X: A = arg0; if A == self (or 0 = own process group, for kill) allow else EPERM
+        body: list[list[int]] = [[ld_w_abs, 0, 0, off_arg0]]
+        checks = [SECCOMP_SELF_PLACEHOLDER] + ([0] if name == "kill" else [])
+        for i, value in enumerate(checks):
+            body.append([jeq_k, len(checks) - i, 0, value])  # jump over the remaining checks and RET EPERM
+        body += [[ret_k, 0, 0, eperm], [ret_k, 0, 0, allow]]
+        insns.append([jeq_k, 0, len(body), nrs[col]])
+        base = len(insns)
+        for j, ins in enumerate(body):
+            if ins[3] == SECCOMP_SELF_PLACEHOLDER:
+                patch.append(base + j)
+        insns += body
     if not allow_fork:
-        # clone(): threads only (CLONE_THREAD set); clone3 -> ENOSYS so that libc falls back to clone.
-        insns.append((jeq_k, 0, 4, nr("clone")))
-        insns.append((ld_w_abs, 0, 0, off_arg0))
-        insns.append((jset_k, 1, 0, _CLONE_THREAD))
-        insns.append((ret_k, 0, 0, ret_errno_eperm))
-        insns.append((ret_k, 0, 0, ret_allow))
-        insns.append((jeq_k, 0, 1, nr("clone3")))
-        insns.append((ret_k, 0, 0, ret_enosys))
-    denied = [n for n in _SYSCALLS if n not in ("socket", "clone", "clone3")]
-    if allow_fork:
-        denied = [n for n in denied if n not in ("fork", "vfork")]
-    for name in denied:
-        if nr(name) < 0:
+        # clone(): threads only (CLONE_THREAD in the flags); clone3() -> ENOSYS so that libc falls back to clone().
+        insns += [
+            [jeq_k, 0, 4, _CLONE["clone"][col]],
+            [ld_w_abs, 0, 0, off_arg0],
+            [jset_k, 1, 0, _CLONE_THREAD],
+            [ret_k, 0, 0, eperm],
+            [ret_k, 0, 0, allow],
+            [jeq_k, 0, 1, _CLONE["clone3"][col]],
+            [ret_k, 0, 0, enosys],
+        ]
+    for name, nrs in _SYSCALLS.items():
+        if nrs[col] < 0 or (allow_fork and name in ("fork", "vfork")):
             continue
-        insns.append((jeq_k, 0, 1, nr(name)))
-        insns.append((ret_k, 0, 0, ret_errno_eperm))
-    insns.append((ret_k, 0, 0, ret_allow))
-    return b"".join(struct.pack("=HBBI", code, jt, jf, k) for code, jt, jf, k in insns)
+        insns += [[jeq_k, 0, 1, nrs[col]], [ret_k, 0, 0, eperm]]
+    insns.append([ret_k, 0, 0, allow])
+    return b"".join(struct.pack("=HBBI", *ins) for ins in insns), patch
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -660,35 +678,47 @@ def _read(path: str) -> str:
 
 
 class _Cgroups:
-    """Per-run v1 memory + pids cgroups."""
+    """A v1 memory + pids cgroup pair, reused by consecutive executions of one slot (creating and removing a
+    memory cgroup per run costs tens of milliseconds). Only one execution uses a slot at a time."""
 
-    def __init__(self, parents: dict[str, str], name: str, memory_bytes: int, max_pids: int) -> None:
+    def __init__(self, parents: dict[str, str], name: str) -> None:
         self.dirs = {ctrl: os.path.join(parent, name) for ctrl, parent in parents.items()}
-        made = []
-        try:
-            for d in self.dirs.values():
+        for d in self.dirs.values():
+            with contextlib.suppress(FileExistsError):
                 os.mkdir(d)
-                made.append(d)
-            _write(os.path.join(self.dirs["memory"], "memory.limit_in_bytes"), str(memory_bytes))
-            memsw = os.path.join(self.dirs["memory"], "memory.memsw.limit_in_bytes")
-            if os.path.exists(memsw):
-                _write(memsw, str(memory_bytes))
-            _write(os.path.join(self.dirs["pids"], "pids.max"), str(max_pids))
-        except OSError:
-            for d in made:
-                with contextlib.suppress(OSError):
-                    os.rmdir(d)
-            raise
+        self._oom_before = 0
+
+    def prepare(self, memory_bytes: int, max_pids: int) -> None:
+        """Empty the cgroups, set the limits for the next run and remember the OOM-kill counter."""
+        self.kill_all()
+        mem = self.dirs["memory"]
+        memsw = os.path.join(mem, "memory.memsw.limit_in_bytes")
+        # memsw must stay >= the memory limit: order the two writes accordingly.
+        order = ["memory.limit_in_bytes", "memory.memsw.limit_in_bytes"]
+        current = _read(os.path.join(mem, "memory.limit_in_bytes")).strip()
+        if current.isdigit() and int(current) < memory_bytes:
+            order.reverse()
+        for name in order:
+            path = os.path.join(mem, name)
+            if name == "memory.limit_in_bytes" or os.path.exists(memsw):
+                _write(path, str(memory_bytes))
+        with contextlib.suppress(OSError):
+            _write(os.path.join(mem, "memory.max_usage_in_bytes"), "0")
+        _write(os.path.join(self.dirs["pids"], "pids.max"), str(max_pids))
+        self._oom_before = self._oom_kills()
 
     @property
     def procs_files(self) -> list[str]:
         return [os.path.join(d, "cgroup.procs") for d in self.dirs.values()]
 
-    def oom_killed(self) -> bool:
+    def _oom_kills(self) -> int:
         for line in _read(os.path.join(self.dirs["memory"], "memory.oom_control")).splitlines():
             if line.startswith("oom_kill "):
-                return int(line.split()[1]) > 0
-        return False
+                return int(line.split()[1])
+        return 0
+
+    def oom_killed(self) -> bool:
+        return self._oom_kills() > self._oom_before
 
     def kill_all(self) -> None:
         for _ in range(200):
@@ -703,16 +733,27 @@ class _Cgroups:
 
     def remove(self) -> None:
         for d in self.dirs.values():
-            for _ in range(100):
-                try:
-                    os.rmdir(d)
-                    break
-                except FileNotFoundError:
-                    break
-                except OSError:
-                    time.sleep(0.01)
-            else:
-                logger.warning("sandbox: could not remove cgroup %s", d)
+            with contextlib.suppress(OSError):
+                os.rmdir(d)
+
+
+_CGROUPS: dict[str, _Cgroups] = {}
+_CGROUPS_LOCK = threading.Lock()
+
+
+def _cgroup_slot(parents: dict[str, str], name: str) -> _Cgroups:
+    with _CGROUPS_LOCK:
+        if name not in _CGROUPS:
+            _CGROUPS[name] = _Cgroups(parents, name)
+        return _CGROUPS[name]
+
+
+@atexit.register
+def _remove_cgroups() -> None:
+    with _CGROUPS_LOCK:
+        for cg in _CGROUPS.values():
+            cg.remove()
+        _CGROUPS.clear()
 
 
 def _sweep_by_token(token: bytes) -> int:
@@ -753,9 +794,8 @@ class _UidPool:
 
     @contextlib.contextmanager
     def lease(self) -> Iterator[int]:
-        start = secrets.randbelow(self.count)
-        for i in range(self.count):
-            uid = self.base + (start + i) % self.count
+        for i in range(self.count):  # lowest free uid first, so that few cgroups / lock files are ever used
+            uid = self.base + i
             fd = os.open(os.path.join(self.lock_dir, f"{uid}.lock"), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -898,13 +938,15 @@ class Sandbox:
         self.isolation = isolation or detect_isolation(self.config)
         self._python = self.config.python_executable or _default_python()
         self._slots = threading.BoundedSemaphore(self.max_workers)
+        self._free_slots = list(range(self.max_workers))  # list.pop/append are atomic; guarded by _slots
         self._executor: ThreadPoolExecutor | None = None
         self._executor_lock = threading.Lock()
         self._uid_pool = _UidPool(self.config.uid_base, self.config.uid_count) if self._has("uid") else None
         self._cgroup_parents = _v1_cgroup_dirs() if self._has("cgroup") else None
-        self._seccomp_hex = ""
+        self._seccomp: dict | None = None
         if self._has("seccomp"):
-            self._seccomp_hex = _build_seccomp_filter(platform.machine(), self.config.allow_fork).hex()
+            prog, patch = _build_seccomp_filter(platform.machine(), self.config.allow_fork)
+            self._seccomp = {"prog": prog.hex(), "self_insns": patch}
 
     def _has(self, layer: str) -> bool:
         return layer in self.isolation.active
@@ -914,14 +956,17 @@ class Sandbox:
     def run(self, source: str, stdin: str | bytes = "") -> ExecutionResult:
         """Run `source` as a Python program with `stdin` as its standard input, within the configured limits."""
         with self._slots:
+            slot = self._free_slots.pop()
             try:
                 if self._uid_pool is not None:
                     with self._uid_pool.lease() as uid:
-                        return self._run(source, stdin, uid)
-                return self._run(source, stdin, None)
+                        return self._run(source, stdin, uid, f"codapo-sbx-uid{uid}")
+                return self._run(source, stdin, None, f"codapo-sbx-{os.getpid()}-{id(self):x}-{slot}")
             except Exception as exc:  # never let a sandbox failure take training down
                 logger.exception("sandbox: execution failed")
                 return ExecutionResult(Status.SANDBOX_ERROR, reason=f"sandbox failure: {type(exc).__name__}: {exc}")
+            finally:
+                self._free_slots.append(slot)
 
     def map(self, jobs: Sequence[tuple[str, str | bytes]]) -> list[ExecutionResult]:
         """Run many `(source, stdin)` pairs, `max_workers` at a time; results are in input order."""
@@ -971,7 +1016,7 @@ class Sandbox:
             limits.append(("RLIMIT_NPROC", cfg.max_processes, cfg.max_processes))
         return limits
 
-    def _run(self, source: str, stdin: str | bytes, uid: int | None) -> ExecutionResult:
+    def _run(self, source: str, stdin: str | bytes, uid: int | None, slot_name: str) -> ExecutionResult:
         cfg = self.config
         start = time.monotonic()
         base = cfg.base_dir or tempfile.gettempdir()
@@ -986,12 +1031,8 @@ class Sandbox:
             os.mkdir(workdir, 0o700)
             mountns = self._has("mountns")
             if self._cgroup_parents is not None:
-                cgroups = _Cgroups(
-                    self._cgroup_parents,
-                    f"codapo-sbx-{os.getpid()}-{token[:12]}",
-                    (cfg.memory_mb + 128) * _MiB,
-                    cfg.max_processes + 4,
-                )
+                cgroups = _cgroup_slot(self._cgroup_parents, slot_name)
+                cgroups.prepare((cfg.memory_mb + 128) * _MiB, cfg.max_processes + 4)
             env = {
                 "PATH": "/usr/local/bin:/usr/bin:/bin",
                 "HOME": workdir,
@@ -1028,7 +1069,7 @@ class Sandbox:
                 "tmp_kb": 16 * 1024,
                 "tmpfs_kb": cfg.tmpfs_mb * 1024,
                 "cgroup_procs": cgroups.procs_files if cgroups else [],
-                "seccomp": self._seccomp_hex,
+                "seccomp": self._seccomp,
                 "rlimits": self._rlimits(),
                 "nice": cfg.nice,
                 "alarm": int(math.ceil(cfg.timeout)) + 5,
@@ -1073,7 +1114,6 @@ class Sandbox:
                         os.close(fd)
             if cgroups is not None:
                 cgroups.kill_all()
-                cgroups.remove()
             shutil.rmtree(rundir, ignore_errors=True)
 
     def _exposed_dirs(self) -> list[str]:
@@ -1093,7 +1133,8 @@ class Sandbox:
                 continue  # hiding it would hide the working directory's mount point
             if path not in out:
                 out.append(path)
-        return out
+        # A directory inside another hidden one is hidden already (and its mount point would be gone).
+        return [p for p in out if not any(p != q and p.startswith(q + "/") for q in out)]
 
     def _kill(self, proc: subprocess.Popen, token: str, cgroups: _Cgroups | None) -> None:
         # The bootstrap has not been reaped yet (we never poll it before this point), so its process-group id
