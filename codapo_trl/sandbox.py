@@ -199,13 +199,14 @@ class IsolationReport:
 # --------------------------------------------------------------------------------------------------------------
 
 _BOOTSTRAP = r"""
-import ctypes, json, os, resource, signal, sys
+import ctypes, json, os, resource, signal, sys, time
 
 CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
 CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x10000000, 0x20000000, 0x40000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT = 1, 2, 4, 8, 32
 MS_NOATIME, MS_NODIRATIME, MS_BIND, MS_REC, MS_PRIVATE, MS_RELATIME = 1024, 2048, 4096, 16384, 1 << 18, 1 << 21
 PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 1, 38, 22, 2
+PR_SET_CHILD_SUBREAPER = 36
 
 with open(sys.argv[1], "rb") as _f:
     CFG = json.loads(_f.read())
@@ -376,6 +377,8 @@ def main():
     except Exception as exc:
         report(event="setup_error", stage=STAGE[0], error="%s: %s" % (type(exc).__name__, exc))
         return 0
+    # Orphans of the program (daemons, double forks) become our children, so that we can reap them.
+    libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     pid = os.fork()
     if pid == 0:
         try:
@@ -383,14 +386,68 @@ def main():
         except BaseException as exc:
             report(event="setup_error", stage=STAGE[0], error="%s: %s" % (type(exc).__name__, exc))
         os._exit(127)
-    # Last line of defence if the trainer dies: our death SIGKILLs the child (PDEATHSIG), and with a PID
-    # namespace everything it spawned.
+
+    def stop(signum, frame):
+        # Sent by the trainer on a time or output limit (SIGUSR1), or our own alarm if the trainer is gone.
+        try:
+            os.kill(pid, signal.SIGKILL)  # safe: only we reap it
+        except OSError:
+            pass
+
+    signal.signal(signal.SIGUSR1, stop)
+    signal.signal(signal.SIGALRM, stop)
     signal.alarm(cfg["alarm"])
     _, status, ru = os.wait4(pid, 0)
     report(event="exit", exit_code=os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
            signal=os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
            cpu_time=ru.ru_utime + ru.ru_stime, max_rss_kb=ru.ru_maxrss)
+    # With a PID namespace the kernel has killed and reaped everything already. Without one, kill what the
+    # program left behind (identified by its uid, or else by the token in its environment) and reap it.
+    if not cfg["pidns"]:
+        sweep(cfg)
+    while True:
+        try:
+            os.wait()
+        except ChildProcessError:
+            break
+        except InterruptedError:
+            continue
     return 0
+
+
+def sweep(cfg):
+    me = os.getpid()
+    token = ("CODAPO_SANDBOX_RUN=" + cfg["env"]["CODAPO_SANDBOX_RUN"]).encode()
+    for _ in range(200):
+        found = 0
+        for name in os.listdir("/proc"):
+            if not name.isdigit() or int(name) == me:
+                continue
+            try:
+                if cfg["uid"] is not None:
+                    if os.stat("/proc/" + name).st_uid != cfg["uid"]:
+                        continue
+                else:
+                    with open("/proc/%s/environ" % name, "rb") as f:
+                        if token not in f.read():
+                            continue
+                with open("/proc/%s/stat" % name, "rb") as f:
+                    if f.read().rpartition(b")")[2].split()[0] == b"Z":
+                        continue  # already dead, waiting to be reaped
+                os.kill(int(name), signal.SIGKILL)
+                found += 1
+            except (OSError, IndexError):
+                continue
+        if not found:
+            return
+        time.sleep(0.002)
+        # reap what died meanwhile so that zombies do not count as found again
+        while True:
+            try:
+                if os.waitpid(-1, os.WNOHANG)[0] == 0:
+                    break
+            except ChildProcessError:
+                break
 
 
 sys.exit(main())
@@ -756,6 +813,33 @@ def _remove_cgroups() -> None:
         _CGROUPS.clear()
 
 
+def _kernel_at_least(major: int, minor: int) -> bool:
+    try:
+        parts = platform.release().split(".")
+        return (int(parts[0]), int(parts[1].split("-")[0])) >= (major, minor)
+    except (ValueError, IndexError):
+        return False
+
+
+def _count_user_tasks(uid: int) -> int:
+    """Processes + threads whose real uid is `uid` (what `RLIMIT_NPROC` counts)."""
+    total = 0
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/status") as f:
+                fields = dict(line.split(":", 1) for line in f if ":" in line)
+        except (OSError, ValueError):
+            continue
+        try:
+            if int(fields["Uid"].split()[0]) == uid:
+                total += int(fields.get("Threads", "1").strip() or 1)
+        except (KeyError, ValueError, IndexError):
+            continue
+    return total
+
+
 def _sweep_by_token(token: bytes) -> int:
     """Kill every process whose initial environment carries `token` (used when there is no PID namespace)."""
     killed_total = 0
@@ -1011,9 +1095,14 @@ class Sandbox:
             ("RLIMIT_MEMLOCK", 0, 0),
             ("RLIMIT_MSGQUEUE", 0, 0),
         ]
-        # RLIMIT_NPROC counts every process of the (real) uid: meaningful with a dedicated uid or a user namespace.
-        if self._has("uid") or self._has("userns"):
+        # RLIMIT_NPROC counts the tasks (processes and threads) of the real uid: exact with a dedicated uid, or in a
+        # user namespace on Linux >= 5.14 (counted per namespace). Sharing the trainer's uid, the best we can do is
+        # to cap the uid's total at what it has now plus this sandbox's share. Root is exempt from it anyway.
+        if self._has("uid") or (self._has("userns") and _kernel_at_least(5, 14)):
             limits.append(("RLIMIT_NPROC", cfg.max_processes, cfg.max_processes))
+        elif os.geteuid() != 0:
+            total = _count_user_tasks(os.getuid()) + cfg.max_processes * self.max_workers + 64
+            limits.append(("RLIMIT_NPROC", total, total))
         return limits
 
     def _run(self, source: str, stdin: str | bytes, uid: int | None, slot_name: str) -> ExecutionResult:
@@ -1100,7 +1189,7 @@ class Sandbox:
             return self._supervise(proc, status_r, start, token, cgroups)
         finally:
             if proc is not None:
-                self._kill(proc, token, cgroups)
+                self._kill(proc, token, cgroups, sweep=False)
                 for stream in (proc.stdout, proc.stderr):
                     if stream is not None:
                         stream.close()
@@ -1136,15 +1225,23 @@ class Sandbox:
         # A directory inside another hidden one is hidden already (and its mount point would be gone).
         return [p for p in out if not any(p != q and p.startswith(q + "/") for q in out)]
 
-    def _kill(self, proc: subprocess.Popen, token: str, cgroups: _Cgroups | None) -> None:
-        # The bootstrap has not been reaped yet (we never poll it before this point), so its process-group id
+    def _kill(self, proc: subprocess.Popen, token: str, cgroups: _Cgroups | None, sweep: bool) -> None:
+        """Fallback when the bootstrap did not clean up after itself: kill its process group, whatever carries the
+        run's token (without a PID namespace) and whatever is left in the run's cgroups."""
+        # The bootstrap has not been reaped yet (nothing polls it before this point), so its process-group id
         # cannot have been recycled.
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)
-        if not self._has("pidns"):
+        if sweep and not self._has("pidns"):
             _sweep_by_token(token.encode())
         if cgroups is not None:
             cgroups.kill_all()
+
+    @staticmethod
+    def _stop(proc: subprocess.Popen) -> None:
+        """Ask the bootstrap to kill the program (it then reports, cleans up and exits)."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(proc.pid, signal.SIGUSR1)
 
     def _supervise(
         self, proc: subprocess.Popen, status_r: int, start: float, token: str, cgroups: _Cgroups | None
@@ -1157,19 +1254,35 @@ class Sandbox:
         status_buf = bytearray()
         limit_hit: str | None = None
         timed_out = False
-        deadline = start + cfg.timeout
+        clean_exit = False  # the bootstrap reported and exited by itself
+        deadline = start + cfg.timeout  # the program's wall-clock limit
+        stop_deadline: float | None = None  # after asking the bootstrap to stop
+        drain_deadline: float | None = None  # after the bootstrap exited
         sel = selectors.DefaultSelector()
         assert proc.stdout is not None and proc.stderr is not None
         sel.register(proc.stdout.fileno(), selectors.EVENT_READ, "out")
         sel.register(proc.stderr.fileno(), selectors.EVENT_READ, "err")
         sel.register(status_r, selectors.EVENT_READ, "status")
+
+        def stop(now: float) -> None:
+            nonlocal stop_deadline
+            if stop_deadline is None:
+                self._stop(proc)
+                stop_deadline = now + 2.0
+
         try:
-            while sel.get_map() and limit_hit is None:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    timed_out = "status" in {k.data for k in sel.get_map().values()}
+            while sel.get_map():
+                now = time.monotonic()
+                if drain_deadline is None and stop_deadline is None and now >= deadline:
+                    timed_out = True
+                    stop(now)
+                limits = [t for t in (deadline, stop_deadline, drain_deadline) if t is not None]
+                if (stop_deadline is not None and now >= stop_deadline) or (
+                    drain_deadline is not None and now >= drain_deadline
+                ):
                     break
-                for key, _ in sel.select(remaining):
+                wait = max(0.0, min(t for t in limits if t > now) - now) if any(t > now for t in limits) else 0.0
+                for key, _ in sel.select(wait):
                     try:
                         data = os.read(key.fd, 65536)
                     except BlockingIOError:
@@ -1177,44 +1290,33 @@ class Sandbox:
                     if not data:
                         sel.unregister(key.fd)
                         if key.data == "status":
-                            # The program's main process is gone: take down whatever it left behind, then give
-                            # the pipes a moment to drain.
-                            self._kill(proc, token, cgroups)
-                            deadline = min(deadline, time.monotonic() + 1.0)
+                            clean_exit = True
+                            drain_deadline = time.monotonic() + 0.5
                         continue
-                    if key.data == "out":
+                    if key.data == "status":
+                        status_buf += data
+                    elif limit_hit is not None:
+                        continue  # discard output while the program is being stopped
+                    elif key.data == "out":
                         if len(out) + len(data) > cap:
                             out += data[: cap - len(out)]
                             limit_hit = "stdout"
-                            break
-                        out += data
-                    elif key.data == "err":
+                            stop(time.monotonic())
+                        else:
+                            out += data
+                    else:
                         err_total += len(data)
                         err_tail += data
                         if len(err_tail) > tail_cap:
                             del err_tail[: len(err_tail) - tail_cap]
                         if err_total > cap:
                             limit_hit = "stderr"
-                            break
-                    else:
-                        status_buf += data
+                            stop(time.monotonic())
         finally:
             sel.close()
-        if limit_hit or timed_out:
-            self._kill(proc, token, cgroups)
-            # Collect the bootstrap's report if it is already there (it arrives right after the kill).
-            with contextlib.suppress(OSError):
-                os.set_blocking(status_r, False)
-                end = time.monotonic() + 0.2
-                while time.monotonic() < end:
-                    try:
-                        chunk = os.read(status_r, 65536)
-                    except BlockingIOError:
-                        time.sleep(0.005)
-                        continue
-                    if not chunk:
-                        break
-                    status_buf += chunk
+        if not clean_exit:
+            logger.debug("sandbox: bootstrap %d did not finish by itself; killing its tree", proc.pid)
+        self._kill(proc, token, cgroups, sweep=not clean_exit)
         wall = time.monotonic() - start
         result = ExecutionResult(
             Status.OK,
