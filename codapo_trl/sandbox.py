@@ -747,6 +747,9 @@ class _Cgroups:
 
     def prepare(self, memory_bytes: int, max_pids: int) -> None:
         """Empty the cgroups, set the limits for the next run and remember the OOM-kill counter."""
+        for d in self.dirs.values():  # (re)create: an administrator may have removed them meanwhile
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(d)
         self.kill_all()
         mem = self.dirs["memory"]
         memsw = os.path.join(mem, "memory.memsw.limit_in_bytes")
@@ -807,9 +810,12 @@ def _cgroup_slot(parents: dict[str, str], name: str) -> _Cgroups:
 
 @atexit.register
 def _remove_cgroups() -> None:
+    # Cgroups named after a pool uid are shared with other processes using the same pool (and reused by them), so
+    # they are left in place: at most one empty pair per uid ever leased. Per-process ones are removed.
     with _CGROUPS_LOCK:
-        for cg in _CGROUPS.values():
-            cg.remove()
+        for name, cg in _CGROUPS.items():
+            if not name.startswith("codapo-sbx-uid"):
+                cg.remove()
         _CGROUPS.clear()
 
 
@@ -965,7 +971,8 @@ def _detect(config: SandboxConfig, python: str) -> IsolationReport:
     for _ in range(len(ALL_LAYERS) + 1):
         active = tuple(candidates)
         trial = IsolationReport(active=active, missing=dict(missing), python_executable=python, privileged=root)
-        sandbox = Sandbox(replace(config, timeout=max(config.timeout, 10.0)), isolation=trial)
+        # allow_fork=True so that the cgroup layer is exercised too (see `Sandbox.uses_cgroups`).
+        sandbox = Sandbox(replace(config, timeout=max(config.timeout, 10.0), allow_fork=True), isolation=trial)
         result = sandbox.run("print(6 * 7)")
         if result.status is Status.OK and result.stdout.strip() == "42":
             return trial
@@ -1026,7 +1033,11 @@ class Sandbox:
         self._executor: ThreadPoolExecutor | None = None
         self._executor_lock = threading.Lock()
         self._uid_pool = _UidPool(self.config.uid_base, self.config.uid_count) if self._has("uid") else None
-        self._cgroup_parents = _v1_cgroup_dirs() if self._has("cgroup") else None
+        # Moving a process into a v1 cgroup costs ~10-30 ms (an RCU grace period). The cgroups only add protection
+        # when the program can create processes: a single process (and its threads) is already bounded by
+        # RLIMIT_AS, RLIMIT_CPU and the tmpfs sizes. So they are used when `allow_fork=True` or without seccomp.
+        self.uses_cgroups = self._has("cgroup") and (self.config.allow_fork or not self._has("seccomp"))
+        self._cgroup_parents = _v1_cgroup_dirs() if self.uses_cgroups else None
         self._seccomp: dict | None = None
         if self._has("seccomp"):
             prog, patch = _build_seccomp_filter(platform.machine(), self.config.allow_fork)
