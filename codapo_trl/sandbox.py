@@ -70,7 +70,7 @@ __all__ = [
     "run_python",
 ]
 
-ALL_LAYERS = ("uid", "userns", "netns", "pidns", "mountns", "cgroup", "seccomp", "audit")
+ALL_LAYERS = ("uid", "userns", "netns", "pidns", "mountns", "cgroup", "landlock", "seccomp", "audit")
 
 _MiB = 1024 * 1024
 
@@ -317,6 +317,51 @@ def install_seccomp(spec):
     check(libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.addressof(fprog), 0, 0), "seccomp")
 
 
+def install_landlock(spec):
+    # Landlock: writes only in the working directory (and /dev/null), reads only below spec["read"], no TCP
+    # bind/connect (ABI >= 4), no signals or abstract unix sockets beyond the program's own processes (ABI >= 6).
+    STAGE[0] = "landlock"
+    import struct
+    sys_create, sys_add, sys_restrict = 444, 445, 446  # the same on every architecture
+    abi = libc.syscall(sys_create, None, 0, 1)  # LANDLOCK_CREATE_RULESET_VERSION
+    if abi < 1:
+        raise OSError(ctypes.get_errno(), "landlock unavailable")
+    fs_all = (1 << 13) - 1
+    if abi >= 2:
+        fs_all |= 1 << 13  # REFER
+    if abi >= 3:
+        fs_all |= 1 << 14  # TRUNCATE
+    if abi >= 5:
+        fs_all |= 1 << 15  # IOCTL_DEV
+    read = (1 << 0) | (1 << 2) | (1 << 3)  # EXECUTE, READ_FILE, READ_DIR
+    file_rw = ((1 << 1) | (1 << 2) | (1 << 14) | (1 << 15)) & fs_all  # WRITE_FILE, READ_FILE, TRUNCATE, IOCTL_DEV
+    net = 3 if abi >= 4 else 0  # BIND_TCP, CONNECT_TCP: handled, never allowed
+    scoped = 3 if abi >= 6 else 0  # ABSTRACT_UNIX_SOCKET, SIGNAL
+    attr = struct.pack("=QQQ", fs_all, net, scoped)
+    size = 8 if abi < 4 else (16 if abi < 6 else 24)
+    buf = ctypes.create_string_buffer(attr, len(attr))
+    ruleset = libc.syscall(sys_create, buf, ctypes.c_size_t(size), 0)
+    if ruleset < 0:
+        raise OSError(ctypes.get_errno(), "landlock_create_ruleset")
+    try:
+        rules = [(p, read) for p in spec["read"]] + [(spec["write"], fs_all)] + [("/dev/null", file_rw)]
+        for path, access in rules:
+            try:
+                fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+            except OSError:
+                continue
+            try:
+                if not os.path.isdir(path):
+                    access &= (1 << 0) | (1 << 1) | (1 << 2) | (1 << 14) | (1 << 15)  # rights that apply to files
+                rule = ctypes.create_string_buffer(struct.pack("=Qi", access & fs_all, fd), 12)
+                check(0 if libc.syscall(sys_add, ruleset, 1, rule, 0) == 0 else -1, "landlock_add_rule " + path)
+            finally:
+                os.close(fd)
+        check(0 if libc.syscall(sys_restrict, ruleset, 0) == 0 else -1, "landlock_restrict_self")
+    finally:
+        os.close(ruleset)
+
+
 def child(cfg):
     check(libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "pdeathsig")
     signal.signal(signal.SIGALRM, signal.SIG_DFL)
@@ -347,6 +392,8 @@ def child(cfg):
     os.setsid()  # own session and process group: kill(0, ...) cannot reach the bootstrap
     STAGE[0] = "no_new_privs"
     check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
+    if cfg["landlock"]:
+        install_landlock(cfg["landlock"])
     if cfg["seccomp"]:
         install_seccomp(cfg["seccomp"])
     STAGE[0] = "exec"
@@ -915,6 +962,7 @@ _STAGE_TO_LAYER = {
     "mountns": "mountns",
     "pidns": "pidns",
     "seccomp": "seccomp",
+    "landlock": "landlock",
     "uid": "uid",
 }
 
@@ -959,6 +1007,7 @@ def _detect(config: SandboxConfig, python: str) -> IsolationReport:
         candidates.append("cgroup")
     else:
         missing["cgroup"] = "no writable cgroup v1 memory+pids hierarchy"
+    candidates.append("landlock")
     if platform.machine() in _AUDIT_ARCH:
         candidates.append("seccomp")
     else:
@@ -999,6 +1048,19 @@ def _detect(config: SandboxConfig, python: str) -> IsolationReport:
 _HIDE_CANDIDATES = ("/root", "/home", "/run/secrets", "/var/run/secrets")
 _PRIVATE_TMP_CANDIDATES = ("/tmp", "/var/tmp", "/dev/shm")
 _READ_ROOTS = ("/dev", "/proc/self", "/usr/share/zoneinfo", "/etc/localtime", "/usr/lib/locale")
+# What the dynamic loader needs besides the interpreter's own prefix (Landlock also governs ld.so's reads).
+_LANDLOCK_EXTRA_READ = (
+    "/usr/lib",
+    "/usr/lib64",
+    "/usr/lib32",
+    "/lib",
+    "/lib64",
+    "/lib32",
+    "/usr/local/lib",
+    "/etc/ld.so.cache",
+    "/etc/ld.so.conf",
+    "/etc/ld.so.conf.d",
+)
 
 
 class Sandbox:
@@ -1170,6 +1232,9 @@ class Sandbox:
                 "tmpfs_kb": cfg.tmpfs_mb * 1024,
                 "cgroup_procs": cgroups.procs_files if cgroups else [],
                 "seccomp": self._seccomp,
+                "landlock": {"read": [*read_roots, *_LANDLOCK_EXTRA_READ], "write": workdir}
+                if self._has("landlock")
+                else None,
                 "rlimits": self._rlimits(),
                 "nice": cfg.nice,
                 "alarm": int(math.ceil(cfg.timeout)) + 5,
