@@ -3,33 +3,36 @@
 Every execution gets its own short-lived process tree:
 
 ```
-trainer (this module)  ──Popen──▶  bootstrap (python -I -S, trusted code below)  ──fork──▶  runner (python -I -S)
-                                    joins cgroups, unshares namespaces,             mounts, rlimits, uid drop,
-                                    waits, reports exit status + rusage             no_new_privs, seccomp, exec
+trainer (this module) --Popen--> bootstrap (python -I -S, trusted code below) --fork--> runner (python -I -S)
+                                 joins cgroups, unshares namespaces,                    mounts, rlimits, uid drop,
+                                 subreaper: waits, reports exit status +                no_new_privs, Landlock,
+                                 rusage, kills and reaps what is left                   seccomp, exec, audit hook
 ```
 
 The isolation layers are detected once per process (see [`detect_isolation`]) and everything that works is used;
-what is missing is logged once at start-up. See the README section "Isolation" for exactly what is and is not
-provided. The layers, strongest first:
+what is active is logged once at start-up, with a warning for each missing kind of protection. The layers:
 
-- `uid`: when the trainer is root, the program runs as a dedicated unprivileged uid taken from a lock-protected
-  pool (`uid_base`..), so it cannot signal, ptrace or write to anything the trainer owns, and `RLIMIT_NPROC`
-  (per-uid) is really enforced.
+- `uid`: when the trainer is root, the program runs as a dedicated unprivileged uid leased from a `flock`-protected
+  pool (`uid_base`...), so it cannot signal, ptrace or write to anything the trainer owns, and `RLIMIT_NPROC`
+  (counted per uid) is really enforced.
 - `userns`: when not root, an unprivileged user namespace is used to get the namespaces below.
-- `netns`: a fresh network namespace (only a downed loopback device): no connection to anything, even localhost.
-- `pidns`: a fresh PID namespace; the program is its PID 1, so when it exits (or is killed) the kernel kills every
+- `netns`: a fresh network namespace (a downed loopback device only): no connection to anything, even localhost.
+- `pidns`: a fresh PID namespace; the program is its PID 1, so when it exits or is killed the kernel kills every
   process it left behind, including double-forked and `setsid` daemons.
 - `mountns`: a private mount namespace in which every mount is remounted read-only, `/root`, `/home` and the
   trainer's `$HOME` are hidden behind empty tmpfs, `/tmp`, `/var/tmp` and `/dev/shm` are private size-limited
   tmpfs, and the working directory is a private size-limited tmpfs (it vanishes with the namespace).
-- `cgroup`: (cgroup v1) a per-run memory cgroup (limits the whole tree's RSS + tmpfs, detects OOM kills) and pids
-  cgroup (fork-bomb limit even where `RLIMIT_NPROC` is not enforced).
-- `seccomp`: a BPF syscall filter (x86_64 / aarch64): no sockets except AF_UNIX, no new processes (threads are
-  fine) unless `allow_fork=True`, no ptrace, mount, namespace, keyring, bpf, perf, kexec, module syscalls.
-- `rlimits` (always): CPU time, address space, file size, open files, core dumps, processes.
-- `audit` (always, defence in depth only): a `sys.addaudithook` hook installed before the program's first line
-  that refuses sockets, subprocesses/exec, signals to other processes, ctypes, writes outside the working
-  directory and reads outside the standard library, and attempts to tamper with the hook itself.
+- `cgroup`: (cgroup v1, used when the program may fork) a memory cgroup limiting the whole tree's memory plus its
+  tmpfs files and detecting OOM kills, and a pids cgroup.
+- `landlock`: writes only in the working directory and `/dev/null`, reads only the interpreter's prefix, the
+  loader's libraries, `/dev` and `/proc/self`; no TCP bind/connect; no signals to processes outside the sandbox.
+- `seccomp`: a classic-BPF syscall filter (x86_64 / aarch64): no sockets, no new processes unless
+  `allow_fork=True` (threads are fine), signals only to itself, no ptrace, mount, namespace, keyring, bpf, perf,
+  io_uring, kexec or module syscalls.
+- `rlimits` (always): CPU time, address space, file size, open files, stack, core dumps, processes.
+- `audit` (defence in depth only): a `sys.addaudithook` hook installed before the program's first line that
+  refuses sockets, subprocesses/exec, signals to other processes, ctypes, writes outside the working directory,
+  reads outside the standard library, and tampering with the hook.
 """
 
 from __future__ import annotations
@@ -982,7 +985,24 @@ def detect_isolation(config: SandboxConfig | None = None) -> IsolationReport:
         report = _detect(config, python)
         _DETECTED[key] = report
         logger.info("codapo sandbox isolation: %s", report.summary())
+        for weakness in _weaknesses(report):
+            logger.warning("codapo sandbox: %s", weakness)
         return report
+
+
+def _weaknesses(report: IsolationReport) -> list[str]:
+    """What untrusted programs can do with the layers in `report` (beyond what the audit hook refuses)."""
+    active = set(report.active)
+    out = []
+    if not active & {"netns", "seccomp", "landlock"}:
+        out.append("no network isolation: only the Python audit hook refuses sockets")
+    if not active & {"mountns", "landlock", "uid"}:
+        out.append("no filesystem isolation: programs can write wherever the trainer's user can (audit hook aside)")
+    if not active & {"pidns", "uid", "seccomp", "landlock"}:
+        out.append("programs can signal the trainer's processes (audit hook aside)")
+    if not active & {"pidns", "cgroup", "seccomp"}:
+        out.append("processes a program leaves behind are found only by the token in their environment")
+    return out
 
 
 def _detect(config: SandboxConfig, python: str) -> IsolationReport:
@@ -1349,9 +1369,12 @@ class Sandbox:
         try:
             while sel.get_map():
                 now = time.monotonic()
-                if drain_deadline is None and stop_deadline is None and now >= deadline:
+                exited = b'"event": "exit"' in status_buf  # the program is gone; the bootstrap is cleaning up
+                if drain_deadline is None and stop_deadline is None and not exited and now >= deadline:
                     timed_out = True
                     stop(now)
+                elif exited and drain_deadline is None and stop_deadline is None and now >= deadline:
+                    stop_deadline = now + 2.0  # give the clean-up a bounded time
                 limits = [t for t in (deadline, stop_deadline, drain_deadline) if t is not None]
                 if (stop_deadline is not None and now >= stop_deadline) or (
                     drain_deadline is not None and now >= drain_deadline

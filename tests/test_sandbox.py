@@ -5,10 +5,10 @@ hook off, to show that the operating-system layers hold on their own; fork-based
 limit is really enforced.
 """
 
+import json
 import os
 import resource
 import secrets
-import signal
 import socket
 import struct
 import time
@@ -373,6 +373,76 @@ def test_sleeper_survives_no_timeout(forking_sandbox):
     assert not wait_no_sandbox_processes()
 
 
+# ---------------------------------------------------------------------------------------------------- unprivileged
+
+_UNPRIVILEGED_PROBE = r"""
+import json, os, sys
+sys.path.insert(0, sys.argv[1])
+from codapo_trl.sandbox import Sandbox, SandboxConfig
+tag, victim = sys.argv[2], int(sys.argv[3])
+out = {}
+for name, disable in (("default", ()), ("no-userns", ("userns",)), ("no-userns-no-audit", ("userns", "audit"))):
+    sb = Sandbox(SandboxConfig(timeout=2, memory_mb=256, disable=frozenset(disable)))
+    path = "/tmp/escape_%s_%s" % (tag, name)
+    out[name] = {
+        "active": list(sb.isolation.active),
+        "ok": sb.run("print(6 * 7)").stdout,
+        "write": sb.run("open(%r, 'w').write('x')" % path).status.value,
+        "wrote": os.path.exists(path),
+        "kill": sb.run("import os, signal\nos.kill(%d, signal.SIGKILL)" % victim).status.value,
+        "env": sb.run("import os\nprint(os.environ.get('HF_TOKEN'))").stdout,
+        "memory": sb.run("x = bytearray(10 * 1024 ** 3)").status.value,
+    }
+print(json.dumps(out))
+"""
+
+
+def test_unprivileged_user_degrades_gracefully(tmp_path):
+    """Run the sandbox as `nobody` (what a CI container or a non-root trainer gets) and check the degraded modes."""
+    import shutil
+    import subprocess
+
+    python = "/usr/bin/python3"
+    if os.geteuid() != 0 or not shutil.which("setpriv") or not os.path.exists(python):
+        pytest.skip("needs root (to become nobody), setpriv and a system python3")
+    version = subprocess.run([python, "-c", "import sys; print(sys.version_info >= (3, 11))"], capture_output=True)
+    if version.stdout.strip() != b"True":
+        pytest.skip("the system python3 is older than 3.11")
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    # A process of nobody's, like the programs: only the sandbox stops them from killing it.
+    victim = subprocess.Popen(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "sleep", "30"])
+    tag = secrets.token_hex(6)
+    try:
+        proc = subprocess.run(
+            ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", python, "-c", _UNPRIVILEGED_PROBE]
+            + [repo, tag, str(victim.pid)],
+            capture_output=True,
+            text=True,
+            cwd="/tmp",
+            env={"PATH": "/usr/bin:/bin", "HOME": "/nonexistent", "HF_TOKEN": "hf_fake_secret_for_tests"},
+            timeout=120,
+        )
+        if proc.returncode != 0 and ("Permission denied" in proc.stderr or "No module named" in proc.stderr):
+            pytest.skip(f"the checkout is not readable by nobody: {proc.stderr[-300:]}")
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        assert victim.poll() is None, "a sandboxed program killed a process outside the sandbox"
+    finally:
+        victim.kill()
+        victim.wait()
+        for name in os.listdir("/tmp"):
+            if tag in name:
+                os.unlink(os.path.join("/tmp", name))
+    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    for name, r in report.items():
+        assert "uid" not in r["active"], name
+        assert r["ok"] == "42\n", (name, r)
+        assert r["env"] == "None\n", (name, r)
+        assert r["memory"] == "memory", (name, r)
+        assert r["kill"] == "runtime_error", (name, r)
+        if "audit" in r["active"] or {"landlock", "mountns"} & set(r["active"]):
+            assert not r["wrote"] and r["write"] == "runtime_error", (name, r)
+    assert "userns" not in report["no-userns"]["active"]
+
+
 def test_no_leftover_processes_after_suite():
     assert not wait_no_sandbox_processes()
-    assert signal.getsignal(signal.SIGCHLD) in (signal.SIG_DFL, None, signal.Handlers.SIG_DFL)
