@@ -285,13 +285,13 @@ def setup_mounts(cfg):
         raise OSError("could not remount %d mount(s) read-only" % failed)
     for path in cfg["hide"]:
         mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0755")
-    for path, fd in keep_fds:
-        os.makedirs(path, exist_ok=True)
+    for path in cfg["private_tmp"]:
+        mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, "size=%dk,mode=1777" % cfg["tmp_kb"])
+    for path, fd in keep_fds:  # the interpreter, if it lived below a directory hidden above
+        os.makedirs(path, mode=0o755, exist_ok=True)
         mount("/proc/self/fd/%d" % fd, path, None, MS_BIND | MS_REC)
         remount_readonly(path)
         os.close(fd)
-    for path in cfg["private_tmp"]:
-        mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, "size=%dk,mode=1777" % cfg["tmp_kb"])
     work = cfg["workdir"]
     os.makedirs(work, exist_ok=True)
     opts = "size=%dk,mode=0700" % cfg["tmpfs_kb"]
@@ -1302,9 +1302,9 @@ class Sandbox:
             shutil.rmtree(rundir, ignore_errors=True)
 
     def _exposed_dirs(self) -> list[str]:
-        """Interpreter directories that live under a hidden directory and must be bind-mounted back."""
-        hidden = self._hidden_dirs()
-        return [r for r in _python_roots(self._python) if any(r == h or r.startswith(h + "/") for h in hidden)]
+        """Interpreter directories below a hidden or private-tmp directory: they are bind-mounted back."""
+        covered = self._hidden_dirs() + [os.path.realpath(p) for p in _PRIVATE_TMP_CANDIDATES]
+        return [r for r in _python_roots(self._python) if any(r == h or r.startswith(h + "/") for h in covered)]
 
     def _hidden_dirs(self) -> list[str]:
         home = os.path.realpath(os.path.expanduser("~"))
