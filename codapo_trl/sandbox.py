@@ -284,9 +284,9 @@ def setup_mounts(cfg):
     if failed and cfg["strict_readonly"]:
         raise OSError("could not remount %d mount(s) read-only" % failed)
     for path in cfg["hide"]:
-        mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0755")
+        mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,nr_inodes=256,mode=0755")
     for path in cfg["private_tmp"]:
-        mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, "size=%dk,mode=1777" % cfg["tmp_kb"])
+        mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, "size=%dk,nr_inodes=1024,mode=1777" % cfg["tmp_kb"])
     for path, fd in keep_fds:  # the interpreter, if it lived below a directory hidden above
         os.makedirs(path, mode=0o755, exist_ok=True)
         mount("/proc/self/fd/%d" % fd, path, None, MS_BIND | MS_REC)
@@ -294,7 +294,7 @@ def setup_mounts(cfg):
         os.close(fd)
     work = cfg["workdir"]
     os.makedirs(work, exist_ok=True)
-    opts = "size=%dk,mode=0700" % cfg["tmpfs_kb"]
+    opts = "size=%dk,nr_inodes=4096,mode=0700" % cfg["tmpfs_kb"]
     if cfg["uid"] is not None:
         opts += ",uid=%d,gid=%d" % (cfg["uid"], cfg["uid"])
     mount("tmpfs", work, "tmpfs", MS_NOSUID | MS_NODEV, opts)
