@@ -1390,7 +1390,8 @@ class Sandbox:
                     if not data:
                         sel.unregister(key.fd)
                         if key.data == "status":
-                            clean_exit = True
+                            # The bootstrap is gone; it cleaned up after the program if it reported the exit.
+                            clean_exit = b'"event": "exit"' in status_buf
                             drain_deadline = time.monotonic() + 0.5
                         continue
                     if key.data == "status":
