@@ -283,6 +283,19 @@ def setup_mounts(cfg):
             failed += 1
     if failed and cfg["strict_readonly"]:
         raise OSError("could not remount %d mount(s) read-only" % failed)
+    # A minimal /dev: no GPU, tty, kvm, fuse or disk device nodes, only these (bound from the real ones).
+    dev_fds = [(name, os.open("/dev/" + name, os.O_PATH)) for name in ("null", "zero", "full", "random", "urandom")
+               if os.path.exists("/dev/" + name)]
+    mount("tmpfs", "/dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "size=64k,nr_inodes=64,mode=0755")
+    for name, fd in dev_fds:
+        os.close(os.open("/dev/" + name, os.O_WRONLY | os.O_CREAT, 0o666))
+        mount("/proc/self/fd/%d" % fd, "/dev/" + name, None, MS_BIND)
+        os.close(fd)
+    for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"),
+                         ("stderr", "/proc/self/fd/2")):
+        os.symlink(target, "/dev/" + name)
+    os.mkdir("/dev/shm", 0o1777)
+    remount_readonly("/dev")
     for path in cfg["hide"]:
         mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,nr_inodes=256,mode=0755")
     for path in cfg["private_tmp"]:
@@ -376,6 +389,12 @@ def child(cfg):
         f.write(CFG["source"].encode("utf-8", "surrogateescape"))
     if cfg["uid"] is not None and not cfg["mountns"]:
         os.chown(work, cfg["uid"], cfg["uid"])
+    if cfg["uid"] is not None:
+        for fd in (0, 1, 2):  # the pipes belong to the trainer's uid: give them to the program (/dev/stdin etc.)
+            try:
+                os.fchown(fd, cfg["uid"], cfg["uid"])
+            except OSError:
+                pass
     if cfg["nice"]:
         os.nice(cfg["nice"])
     STAGE[0] = "rlimits"
@@ -553,7 +572,10 @@ def _codapo_install_audit_hook():
             writing = (_isinstance(flags, _int) and flags & _WRITE) or (
                 _isinstance(mode, _str) and ("w" in mode or "a" in mode or "x" in mode or "+" in mode))
             if writing:
-                if not (inside(path, (_work,)) or path == "/dev/null"):
+                if not (
+                    inside(path, (_work, "/dev/fd", "/proc/self/fd"))
+                    or path in ("/dev/null", "/dev/stdout", "/dev/stderr")
+                ):
                     deny("writing " + path)
             elif not inside(path, _read_roots):
                 deny("reading " + path)
@@ -1267,29 +1289,29 @@ class Sandbox:
             with os.fdopen(fd, "w") as f:
                 json.dump(child_cfg, f)
             stdin_bytes = stdin.encode() if isinstance(stdin, str) else bytes(stdin)
-            with tempfile.TemporaryFile(dir=rundir) as stdin_file:
-                stdin_file.write(stdin_bytes)
-                stdin_file.seek(0)
-                proc = subprocess.Popen(
-                    [self._python, "-I", "-S", "-B", "-c", _BOOTSTRAP, config_path],
-                    stdin=stdin_file,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.PIPE,
-                    pass_fds=(status_w,),
-                    env=env,
-                    cwd=rundir,
-                    start_new_session=True,
-                    close_fds=True,
-                )
+            # stdin is a pipe fed by `_supervise` (a file would have to be readable by the sandbox uid and inside
+            # Landlock's read hierarchy for `open("/dev/stdin")` to work).
+            proc = subprocess.Popen(
+                [self._python, "-I", "-S", "-B", "-c", _BOOTSTRAP, config_path],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                pass_fds=(status_w,),
+                env=env,
+                cwd=rundir,
+                start_new_session=True,
+                close_fds=True,
+            )
             os.close(status_w)
             status_w = -1
-            return self._supervise(proc, status_r, start, token, cgroups)
+            return self._supervise(proc, status_r, start, token, cgroups, stdin_bytes)
         finally:
             if proc is not None:
                 self._kill(proc, token, cgroups, sweep=False)
-                for stream in (proc.stdout, proc.stderr):
+                for stream in (proc.stdin, proc.stdout, proc.stderr):
                     if stream is not None:
-                        stream.close()
+                        with contextlib.suppress(OSError):
+                            stream.close()
                 try:
                     proc.wait(timeout=10)
                 except subprocess.TimeoutExpired:
@@ -1341,7 +1363,13 @@ class Sandbox:
             os.kill(proc.pid, signal.SIGUSR1)
 
     def _supervise(
-        self, proc: subprocess.Popen, status_r: int, start: float, token: str, cgroups: _Cgroups | None
+        self,
+        proc: subprocess.Popen,
+        status_r: int,
+        start: float,
+        token: str,
+        cgroups: _Cgroups | None,
+        stdin: bytes,
     ) -> ExecutionResult:
         cfg = self.config
         cap, tail_cap = cfg.max_output_bytes, cfg.stderr_tail_bytes
@@ -1360,6 +1388,13 @@ class Sandbox:
         sel.register(proc.stdout.fileno(), selectors.EVENT_READ, "out")
         sel.register(proc.stderr.fileno(), selectors.EVENT_READ, "err")
         sel.register(status_r, selectors.EVENT_READ, "status")
+        assert proc.stdin is not None
+        stdin_fd, stdin_pos = proc.stdin.fileno(), 0
+        if stdin:
+            os.set_blocking(stdin_fd, False)
+            sel.register(stdin_fd, selectors.EVENT_WRITE, "stdin")
+        else:
+            proc.stdin.close()
 
         def stop(now: float) -> None:
             nonlocal stop_deadline
@@ -1383,6 +1418,17 @@ class Sandbox:
                     break
                 wait = max(0.0, min(t for t in limits if t > now) - now) if any(t > now for t in limits) else 0.0
                 for key, _ in sel.select(wait):
+                    if key.data == "stdin":
+                        try:
+                            stdin_pos += os.write(stdin_fd, stdin[stdin_pos : stdin_pos + 65536])
+                        except BlockingIOError:
+                            continue
+                        except OSError:  # the program closed its stdin or exited: it does not want the rest
+                            stdin_pos = len(stdin)
+                        if stdin_pos >= len(stdin):
+                            sel.unregister(stdin_fd)
+                            proc.stdin.close()
+                        continue
                     try:
                         data = os.read(key.fd, 65536)
                     except BlockingIOError:

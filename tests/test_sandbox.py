@@ -177,6 +177,7 @@ LEGIT = {
     ),
     "tempfile": "import tempfile\nwith tempfile.TemporaryFile() as f:\n    f.write(b'12')\n    f.seek(0)\n    print(f.read().decode())",
     "dunder_main": "def main():\n    print(12)\n\nif __name__ == '__main__':\n    main()",
+    "dev_stdin_stdout": "open('/dev/stdout', 'w').write(str(sum(map(int, open('/dev/stdin').read().split()))))",
 }
 
 
@@ -184,6 +185,31 @@ LEGIT = {
 def test_ordinary_programs_work(default_sandbox, name):
     result = default_sandbox.run(LEGIT[name], stdin="5 7\n")
     assert result.status is Status.OK and result.stdout.strip() == "12", result
+
+
+def test_large_stdin_read_or_ignored(default_sandbox):
+    data = "1 " * 3_000_000  # 6 MB, far more than a pipe holds
+    assert default_sandbox.run("import sys\nprint(len(sys.stdin.read().split()))", stdin=data).stdout == "3000000\n"
+    ignored = default_sandbox.run("print('not reading')", stdin=data)
+    assert ignored.status is Status.OK and ignored.stdout == "not reading\n"
+
+
+def test_minimal_dev(default_sandbox):
+    if "mountns" not in default_sandbox.isolation.active:
+        pytest.skip("no mount namespace on this machine")
+    result = default_sandbox.run("import os\nprint(sorted(os.listdir('/dev')))")
+    assert eval(result.stdout) == [
+        "fd",
+        "full",
+        "null",
+        "random",
+        "shm",
+        "stderr",
+        "stdin",
+        "stdout",
+        "urandom",
+        "zero",
+    ]
 
 
 @pytest.mark.parametrize(
