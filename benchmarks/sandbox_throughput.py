@@ -1,0 +1,89 @@
+"""Sandbox throughput: executions per second for 1, 2 and 4 workers.
+
+Two workloads: a trivial program (`pass`: pure start-up and isolation cost) and a small stdin/stdout problem (sum of
+2,000 integers read from standard input, checked by the code reward's comparator).
+
+    python benchmarks/sandbox_throughput.py                  # default: 40 runs per cell
+    python benchmarks/sandbox_throughput.py --runs 100 --workers 1 2 4 8
+    python benchmarks/sandbox_throughput.py --disable cgroup  # cost of one isolation layer
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import random
+import statistics
+import sys
+import time
+
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from codapo_trl.rewards_code import outputs_match  # noqa: E402
+from codapo_trl.sandbox import Sandbox, SandboxConfig, Status, detect_isolation  # noqa: E402
+
+
+logger = logging.getLogger("sandbox_throughput")
+
+TRIVIAL = "pass"
+SUM_PROGRAM = "import sys\ndata = sys.stdin.read().split()\nn = int(data[0])\nprint(sum(map(int, data[1 : n + 1])))\n"
+
+
+def _sum_job(rng: random.Random) -> tuple[str, str, str]:
+    xs = [rng.randint(-(10**6), 10**6) for _ in range(2000)]
+    return SUM_PROGRAM, f"{len(xs)}\n{' '.join(map(str, xs))}\n", f"{sum(xs)}\n"
+
+
+def bench(sandbox: Sandbox, jobs: list[tuple[str, str, str | None]]) -> dict[str, float]:
+    start = time.perf_counter()
+    results = sandbox.map([(src, stdin) for src, stdin, _ in jobs])
+    elapsed = time.perf_counter() - start
+    bad = 0
+    for (_, _, expected), result in zip(jobs, results):
+        if result.status is not Status.OK or (expected is not None and not outputs_match(result.stdout, expected)):
+            bad += 1
+            logger.warning("unexpected result: %s %s", result.status, result.reason)
+    latencies = [r.wall_time for r in results]
+    return {
+        "per_s": len(jobs) / elapsed,
+        "p50_ms": 1000 * statistics.median(latencies),
+        "p95_ms": 1000 * sorted(latencies)[int(0.95 * (len(latencies) - 1))],
+        "failed": bad,
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=40, help="executions per (workload, workers) cell")
+    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4])
+    parser.add_argument("--disable", nargs="*", default=[], help="isolation layers to switch off")
+    parser.add_argument("--timeout", type=float, default=5.0)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+
+    config = SandboxConfig(timeout=args.timeout, disable=frozenset(args.disable))
+    report = detect_isolation(config)
+    rng = random.Random(0)
+    workloads = {
+        "trivial (pass)": [(TRIVIAL, "", None)] * args.runs,
+        "stdin sum of 2000 ints": [_sum_job(rng) for _ in range(args.runs)],
+    }
+    logger.info("cpus: %s, load average: %s", os.cpu_count(), " ".join(f"{x:.2f}" for x in os.getloadavg()))
+    header = f"{'workload':<24} {'workers':>7} {'exec/s':>8} {'p50 ms':>8} {'p95 ms':>8} {'failed':>6}"
+    logger.info(header)
+    logger.info("-" * len(header))
+    for name, jobs in workloads.items():
+        for workers in args.workers:
+            with Sandbox(config, max_workers=workers, isolation=report) as sandbox:
+                sandbox.run(TRIVIAL)  # warm-up (uid lease, cgroups)
+                row = bench(sandbox, jobs)
+            logger.info(
+                f"{name:<24} {workers:>7} {row['per_s']:>8.1f} {row['p50_ms']:>8.1f} {row['p95_ms']:>8.1f} "
+                f"{row['failed']:>6}"
+            )
+
+
+if __name__ == "__main__":
+    main()
