@@ -369,12 +369,15 @@ def _has_carry(a: int, b: int) -> bool:
 ARITHMETIC_LEVELS: dict[int, ArithmeticLevel] = {
     1: ArithmeticLevel(1, (0, 9), (0, 9), carry=False, description="one-digit + one-digit, no carry (sum <= 9)"),
     2: ArithmeticLevel(2, (1, 9), (1, 9), carry=True, description="one-digit + one-digit with a carry (sum >= 10)"),
-    3: ArithmeticLevel(3, (10, 99), (1, 3), description="two-digit + 1, 2 or 3"),
-    4: ArithmeticLevel(4, (10, 99), (4, 9), description="two-digit + a one-digit number from 4 to 9"),
-    5: ArithmeticLevel(5, (10, 99), (10, 99), description="two-digit + two-digit"),
+    3: ArithmeticLevel(3, (10, 19), (1, 9), description="10-19 + one-digit"),
+    4: ArithmeticLevel(4, (20, 99), (1, 9), description="20-99 + one-digit"),
+    5: ArithmeticLevel(5, (100, 999), (10, 99), description="three-digit + two-digit"),
 }
-"""The frozen level definitions, calibrated on the embedded SmolLM2-135M-Instruct (`benchmarks/calibrate_arithmetic.py`):
-its base accuracy falls from about a third on level 1 to about zero on level 5."""
+"""The frozen level definitions, calibrated on the embedded SmolLM2-135M-Instruct with
+`benchmarks/calibrate_arithmetic.py` (32 questions x 4 samples per level, 64 new tokens, the paper's system prompt,
+answer = boxed number, else the last integer of the completion). Base accuracy per level 1-5 was
+0.38 / 0.33 / 0.22 / 0.04 / 0.00 at temperature 0.6 and 0.17 / 0.11 / 0.09 / 0.02 / 0.00 at temperature 1.0. The
+base model almost never writes `\\boxed{}` (at most 2% of completions), so a boxed-only reward scores 0 everywhere."""
 
 ARITHMETIC_TEST_FRACTION = 0.25
 """Share of each level's questions reserved for the held-out `test` split (chosen by a hash of the question)."""
@@ -429,7 +432,7 @@ def make_arithmetic_dataset(
     exactly one split, fixed by a hash of its text, so `train` and `test` never share a question whatever the seed
     or sizes. Rows come out shuffled (seeded), levels interleaved.
 
-    The one-digit levels are small (55 and 45 questions in all, see [`arithmetic_pool_sizes`]): asking for more
+    The easy levels are small (55, 45 and 90 questions in all, see [`arithmetic_pool_sizes`]): asking for more
     questions than a pool holds is an error unless `allow_repeats=True`.
 
     Args:
@@ -499,7 +502,7 @@ def _arithmetic_builder(
     allow_repeats: bool | None = None,
 ) -> Dataset:
     """Registry builder. Defaults: `train` has 200 questions per level (the small one-digit pools repeated); `test`
-    has 40 distinct questions per level, or the whole pool where it is smaller (14 and 12 for levels 1 and 2)."""
+    has 40 distinct questions per level, or the whole pool where it is smaller (14, 12 and 23 for levels 1-3)."""
     if num_per_level is None:
         if split == "train":
             num_per_level = 200

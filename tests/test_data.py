@@ -422,28 +422,28 @@ def test_arithmetic_train_and_test_never_share_a_question():
         assert not set(pools["train"]) & set(pools["test"])
         assert len(pools["train"]) + len(pools["test"]) == spec.pool_size()
         assert test_sizes[level] >= 0.25 * spec.pool_size() and train_sizes[level] > test_sizes[level]
-    # whatever the seeds and sizes, generated splits are disjoint
-    for seed in (0, 1):
-        train = set(make_arithmetic_dataset(train_sizes, seed=seed, split="train")["question"])
-        for test_seed in (0, 1, 2):
-            test = make_arithmetic_dataset(10, seed=test_seed, split="test")["question"]
-            assert not train & set(test)
-    # the whole train pool plus the whole test pool is every question exactly once
-    everything = list(make_arithmetic_dataset(train_sizes, split="train")["question"])
-    everything += list(make_arithmetic_dataset(test_sizes, split="test")["question"])
-    assert len(everything) == len(set(everything)) == sum(spec.pool_size() for spec in ARITHMETIC_LEVELS.values())
+    # generated rows stay inside their split's pool, whatever the seed
+    test_questions = {
+        data.arithmetic_question(a, b) for lvl in ARITHMETIC_LEVELS for a, b in data._arithmetic_pools(lvl)["test"]
+    }
+    capped = {level: min(size, 300) for level, size in train_sizes.items()}
+    for seed in (0, 1, 2):
+        train = make_arithmetic_dataset(capped, seed=seed, split="train")["question"]
+        assert not set(train) & test_questions
+        test = make_arithmetic_dataset(10, seed=seed, split="test")["question"]
+        assert set(test) <= test_questions
 
 
 def test_arithmetic_level_definitions():
     assert ARITHMETIC_LEVELS[1].accepts(3, 4) and not ARITHMETIC_LEVELS[1].accepts(5, 7)
     assert ARITHMETIC_LEVELS[2].accepts(5, 7) and not ARITHMETIC_LEVELS[2].accepts(3, 4)
-    assert ARITHMETIC_LEVELS[3].accepts(57, 2) and not ARITHMETIC_LEVELS[3].accepts(57, 8)
-    assert ARITHMETIC_LEVELS[4].accepts(57, 8)
-    assert ARITHMETIC_LEVELS[5].accepts(57, 38) and not ARITHMETIC_LEVELS[5].accepts(157, 38)
+    assert ARITHMETIC_LEVELS[3].accepts(17, 8) and not ARITHMETIC_LEVELS[3].accepts(57, 8)
+    assert ARITHMETIC_LEVELS[4].accepts(57, 8) and not ARITHMETIC_LEVELS[4].accepts(57, 18)
+    assert ARITHMETIC_LEVELS[5].accepts(157, 38) and not ARITHMETIC_LEVELS[5].accepts(57, 38)
     # the levels never overlap: each question has one level
     seen = {}
     for level, spec in ARITHMETIC_LEVELS.items():
-        for a in range(0, 100):
+        for a in range(0, 1000):
             for b in range(0, 100):
                 if spec.accepts(a, b):
                     assert (a, b) not in seen, (a, b, seen.get((a, b)), level)
@@ -490,6 +490,18 @@ def test_arithmetic_registry_defaults():
     train = load_math_dataset("arithmetic", "train")
     assert len(train) == 5 * 200
     test = load_math_dataset("arithmetic", "test")
-    assert [test["level"].count(level) for level in range(1, 6)] == [14, 12, 40, 40, 40]
+    assert [test["level"].count(level) for level in range(1, 6)] == [14, 12, 23, 40, 40]
     assert len(set(test["question"])) == len(test)
     assert not set(train["question"]) & set(test["question"])
+
+
+def test_rows_are_conversational_for_trl(tiny_model_dir):
+    from transformers import AutoTokenizer
+    from trl.data_utils import is_conversational, maybe_apply_chat_template
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    row = load_math_dataset("arithmetic", "test", num_per_level=1)[0]
+    assert is_conversational(row)
+    text = maybe_apply_chat_template({"prompt": row["prompt"]}, tokenizer)["prompt"]
+    assert text.startswith("<|im_start|>system\n" + SYSTEM_PROMPT)
+    assert text.endswith(row["question"] + "<|im_end|>\n<|im_start|>assistant\n")
