@@ -23,7 +23,7 @@ Example:
 >>> from codapo_trl.data import load_math_dataset
 >>> ds = load_math_dataset("arithmetic", "test", num_per_level=2)
 >>> ds[0]["prompt"][1]
-{'role': 'user', 'content': 'What is 4 + 3?'}
+{'role': 'user', 'content': 'What is 0 + 6?'}
 ```
 """
 
