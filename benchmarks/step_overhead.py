@@ -66,7 +66,10 @@ def arithmetic_prompts(n: int, seed: int) -> Dataset:
         {
             "prompt": [
                 [
-                    {"role": "system", "content": "Please reason step by step, and put your final answer within \\boxed{}."},
+                    {
+                        "role": "system",
+                        "content": "Please reason step by step, and put your final answer within \\boxed{}.",
+                    },
                     {"role": "user", "content": f"What is {a} + {b}?"},
                 ]
                 for a, b in pairs

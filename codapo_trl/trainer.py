@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from accelerate.utils import gather, gather_object
+from accelerate.utils import gather, gather_object, is_peft_model
 from datasets import IterableDataset
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 from trl import GRPOTrainer
@@ -34,6 +34,7 @@ from trl.trainer.utils import RepeatSampler
 
 from . import coda
 from .config import CODAPO_LOSS_TYPES, CoDaPOConfig
+from .generation import record_sampled_logprobs
 
 
 logger = logging.getLogger(__name__)
@@ -232,6 +233,21 @@ class CoDaPOTrainer(GRPOTrainer):
             local = torch.tensor([sum(len(ids) for ids in result[1])], device=self.accelerator.device)
             self._codapo.generated_tokens += int(gather(local).sum().item())
         return result
+
+    def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
+        args = (prompt_ids, images, multimodal_fields, num_generations, has_tool_images)
+        if self.use_vllm or self.use_transformers_continuous_batching or not self.model.training:
+            return super()._generate_single_turn(*args)
+        # TRL's `model.generate` path returns no log-probs: record them while it generates, as vLLM would return them,
+        # so that CoDaWeighting needs no extra forward pass (they become `sampling_per_token_logps`).
+        model = self.accelerator.unwrap_model(self.model_wrapped)
+        if is_peft_model(model):
+            model = model.get_base_model()
+        with record_sampled_logprobs(model, self.temperature) as recorder:
+            completion_ids, logprobs = super()._generate_single_turn(*args)
+        if logprobs is None:
+            logprobs = recorder.per_row(completion_ids)
+        return completion_ids, logprobs
 
     def _generate_and_score_completions(self, inputs):
         if not self.model.training or not self.args.codapo_enabled:

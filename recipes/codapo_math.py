@@ -69,7 +69,9 @@ class CoDaPOScriptArguments(ScriptArguments):
 
     dataset_name: str | None = field(
         default="arithmetic",
-        metadata={"help": "Dataset registry name (math, math500, gsm8k, arithmetic, ...) or a local jsonl/parquet file."},
+        metadata={
+            "help": "Dataset registry name (math, math500, gsm8k, arithmetic, ...) or a local jsonl/parquet file."
+        },
     )
     algorithm: Literal["codapo", "grpo", "dapo", "dr_grpo", "gpg"] = field(
         default="codapo", metadata={"help": "codapo, or a baseline: grpo, dapo, dr_grpo, gpg."}
@@ -84,8 +86,12 @@ class CoDaPOScriptArguments(ScriptArguments):
     dataset_levels: list[int] | None = field(
         default=None, metadata={"help": "Keep only these difficulty levels of the training data."}
     )
-    dataset_limit: int | None = field(default=None, metadata={"help": "Keep only the first rows of the training split."})
-    eval_limit: int | None = field(default=None, metadata={"help": "Keep only the first rows of the evaluation split."})
+    dataset_limit: int | None = field(
+        default=None, metadata={"help": "Keep only the first rows of the training split."}
+    )
+    eval_limit: int | None = field(
+        default=None, metadata={"help": "Keep only the first rows of the evaluation split."}
+    )
 
 
 def peek_algorithm(argv: list[str]) -> str:

@@ -233,6 +233,8 @@ def test_codapo_loss_is_length_invariant_within_question():
 
 def test_codapo_loss_rejects_unknown_objective_and_partial_groups():
     with pytest.raises(ValueError, match="objective"):
-        coda.codapo_loss(torch.zeros(2, 1), torch.zeros(2, 1), torch.zeros(2), torch.ones(2, 1), torch.ones(1), 2, objective="x")
+        coda.codapo_loss(
+            torch.zeros(2, 1), torch.zeros(2, 1), torch.zeros(2), torch.ones(2, 1), torch.ones(1), 2, objective="x"
+        )
     with pytest.raises(ValueError, match="whole groups"):
         coda.group_difficulty(torch.zeros(5), 2)

@@ -238,12 +238,30 @@ def test_rollout_func_log_probs_give_confidence_without_forward(tiny_model_dir, 
     assert forward.call_count == (2 if timing == "before_update" else 0)
 
 
-def test_without_generator_log_probs_one_forward_per_batch(tiny_model_dir, tmp_path):
-    args = make_args(tmp_path, max_steps=2, codapo_resample_timing="after_update")
+def test_generate_log_probs_are_recorded_without_forward(tiny_model_dir, tmp_path):
+    """With TRL's plain `model.generate`, the sampled tokens' log-probs are recorded while generating: they equal
+    TRL's own forward-pass log-probs, and confidence needs no extra forward pass."""
+    args = make_args(tmp_path, max_steps=2, codapo_resample_timing="after_update", temperature=0.7)
     trainer = CoDaPOTrainer(tiny_model_dir, parity_reward, args=args, train_dataset=question_dataset())
+    outputs = record_outputs(trainer)
+    checked = []
+    original_weigh = trainer._codapo_weigh
+
+    def weigh_and_check(output):
+        # before the update, the policy is the one that generated: its forward must give the recorded log-probs
+        mask = output["completion_mask"].bool()
+        recorded, forward = output["sampling_per_token_logps"], trainer._policy_logps(output)
+        checked.append((recorded[mask] - forward[mask]).abs().max().item())
+        return original_weigh(output)
+
+    trainer._codapo_weigh = weigh_and_check
     with patch.object(CoDaPOTrainer, "_policy_logps", wraps=trainer._policy_logps) as forward:
         trainer.train()
-    assert forward.call_count == 2  # c_q for B and for S; TRL itself computed no old log-probs
+    assert forward.call_count == 2  # only the test's own checks above
+    assert len(checked) == 2 and max(checked) < 1e-4
+    for out in outputs:
+        mask = out["completion_mask"].bool()
+        assert mask.any() and (out["sampling_per_token_logps"][mask] < 0).all()
 
 
 def test_sampling_off_takes_one_update_per_batch(tiny_model_dir, tmp_path):
