@@ -2,7 +2,7 @@
 
 Both trainers get the same model, data, seed, batch layout and generated-token budget (every completion is forced
 to exactly `--max-completion-length` tokens, so both generate the same number of tokens per update). Runs alternate
-between the two trainers; the first update of each run is warm-up and not counted. The last line printed contains
+between the two trainers; the first two updates (one B/S pair) of each run are warm-up and not counted. The last line printed contains
 the word `ratio`: mean seconds per update of CoDaPO divided by GRPO's.
 
     python benchmarks/step_overhead.py --model tiny
@@ -93,7 +93,7 @@ def run(trainer_cls, config_cls, model: str, options: argparse.Namespace, workdi
         num_generations=options.num_generations,
         max_completion_length=options.max_completion_length,
         generation_kwargs={"min_new_tokens": options.max_completion_length},
-        max_steps=options.updates + 1,
+        max_steps=options.updates + 2,
         learning_rate=1e-6,
         logging_steps=1,
         report_to="none",
@@ -114,7 +114,7 @@ def run(trainer_cls, config_cls, model: str, options: argparse.Namespace, workdi
         callbacks=[timer],
     )
     trainer.train()
-    return timer.seconds[1:]  # the first update warms caches up
+    return timer.seconds[2:]  # the first B/S pair warms caches up; whole pairs are timed
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -124,11 +124,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--num-generations", type=int, default=4, help="rollouts per question (G)")
     parser.add_argument("--micro-batch", type=int, default=8, help="per_device_train_batch_size")
     parser.add_argument("--max-completion-length", type=int, default=32)
-    parser.add_argument("--updates", type=int, default=4, help="timed updates per run (even: B/S pairs)")
+    parser.add_argument("--updates", type=int, default=4, help="timed updates per run (even: whole B/S pairs)")
     parser.add_argument("--repeats", type=int, default=2, help="alternating runs per trainer")
     parser.add_argument("--timing", default="before_update", choices=["before_update", "after_update"])
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--dynamics-off",
+        action="store_true",
+        help="also time CoDaPO with codapo_dynamics=False, to measure the cost of the dynamics/ metrics",
+    )
     options = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
 
@@ -136,11 +141,23 @@ def main(argv: list[str] | None = None) -> None:
         workdir = Path(tmp)
         model = resolve_model(options.model, workdir)
         times: dict[str, list[float]] = {"GRPO": [], "CoDaPO": []}
+        if options.dynamics_off:
+            times["CoDaPO-nodyn"] = []
         for _ in range(options.repeats):
             times["GRPO"] += run(GRPOTrainer, GRPOConfig, model, options, workdir)
             times["CoDaPO"] += run(
                 CoDaPOTrainer, CoDaPOConfig, model, options, workdir, codapo_resample_timing=options.timing
             )
+            if options.dynamics_off:
+                times["CoDaPO-nodyn"] += run(
+                    CoDaPOTrainer,
+                    CoDaPOConfig,
+                    model,
+                    options,
+                    workdir,
+                    codapo_resample_timing=options.timing,
+                    codapo_dynamics=False,
+                )
     tokens = options.questions * options.num_generations * options.max_completion_length
     print(f"model={options.model} |B|={options.questions} G={options.num_generations} "
           f"tokens/update={tokens} micro_batch={options.micro_batch} timing={options.timing}")  # fmt: skip
@@ -149,6 +166,20 @@ def main(argv: list[str] | None = None) -> None:
             f"{name:7s} {statistics.mean(seconds):8.3f} s/update  (median {statistics.median(seconds):.3f}, "
             f"n={len(seconds)}, {tokens / statistics.mean(seconds):.0f} generated tokens/s)"
         )
+    # Timed updates start at the third one (a B update): even positions are B updates, odd ones S updates.
+    if options.updates % 2:
+        raise SystemExit("--updates must be even (whole B/S pairs)")
+    codapo = times["CoDaPO"]
+    b_updates = codapo[0::2]
+    s_updates = codapo[1::2]
+    if b_updates and s_updates:
+        print(
+            f"CoDaPO by phase: B {statistics.mean(b_updates):.3f} s (includes generating S when before_update), "
+            f"S {statistics.mean(s_updates):.3f} s"
+        )
+    if options.dynamics_off:
+        dyn = statistics.mean(times["CoDaPO"]) / statistics.mean(times["CoDaPO-nodyn"])
+        print(f"dynamics overhead (CoDaPO with / without dynamics metrics): {dyn:.3f}")
     ratio = statistics.mean(times["CoDaPO"]) / statistics.mean(times["GRPO"])
     print(f"ratio CoDaPO/GRPO (s per update): {ratio:.3f}")
 

@@ -13,6 +13,8 @@ __version__ = "0.1.0"
 _EXPORTS = {
     "CoDaPOConfig": ".config",
     "CoDaPOTrainer": ".trainer",
+    "DynamicsMixin": ".dynamics_logging",
+    "GRPODynamicsTrainer": ".dynamics_logging",
     "math_accuracy_reward": ".rewards",
     "get_reward_funcs": ".rewards",
     "SYSTEM_PROMPT": ".data",
@@ -22,11 +24,24 @@ _EXPORTS = {
     "resolve_model_name_or_path": ".models",
 }
 
-__all__ = sorted(_EXPORTS)
+__all__ = [
+    "MODEL_ALIASES",
+    "SYSTEM_PROMPT",
+    "CoDaPOConfig",
+    "CoDaPOTrainer",
+    "DynamicsMixin",
+    "GRPODynamicsTrainer",
+    "get_reward_funcs",
+    "load_math_dataset",
+    "make_arithmetic_dataset",
+    "math_accuracy_reward",
+    "resolve_model_name_or_path",
+]
 
 if TYPE_CHECKING:  # pragma: no cover
     from .config import CoDaPOConfig
     from .data import SYSTEM_PROMPT, load_math_dataset, make_arithmetic_dataset
+    from .dynamics_logging import DynamicsMixin, GRPODynamicsTrainer
     from .models import MODEL_ALIASES, resolve_model_name_or_path
     from .rewards import get_reward_funcs, math_accuracy_reward
     from .trainer import CoDaPOTrainer

@@ -69,6 +69,17 @@ class CoDaPOConfig(GRPOConfig):
             same behaviour policy, so S's update is off-policy and clipping acts. `"after_update"` (the authors'
             released code): after B's update, from the updated policy.
 
+        > Parameters that control the training-dynamics logs
+
+        codapo_dynamics (`bool`, *optional*, defaults to `True`):
+            Log per-difficulty-bin training dynamics under `dynamics/` (the paper's Section 3: confidence of correct
+            and incorrect trajectories, positive and negative advantages, mean absolute token update weight, clipped
+            fraction, per bin of question difficulty). Computed from the forward pass the loss already does.
+        codapo_question_log (`str` or `None`, *optional*, defaults to `None`):
+            Path (relative to `output_dir`) of a JSONL file with one row per question per update: step, phase,
+            question id, level, confidence, difficulty, value, whether it was selected, number correct. Written by
+            the main process only. `None`: no file.
+
         > Parameters that control CoDaLearning
 
         loss_type (`str`, *optional*, defaults to `"codapo"`):
@@ -141,6 +152,18 @@ class CoDaPOConfig(GRPOConfig):
         metadata={
             "help": "When S is generated: 'before_update' (paper's Algorithm 1, same behaviour policy as B, S's "
             "update is off-policy) or 'after_update' (authors' code, after B's update)."
+        },
+    )
+
+    codapo_dynamics: bool = field(
+        default=True,
+        metadata={"help": "Log per-difficulty-bin training dynamics under dynamics/ (no extra forward pass)."},
+    )
+    codapo_question_log: str | None = field(
+        default=None,
+        metadata={
+            "help": "JSONL file (relative to output_dir) with one row per question per update (step, phase, id, "
+            "level, confidence, difficulty, value, selected, number correct). Default: none."
         },
     )
 

@@ -120,7 +120,7 @@ def test_trainer_needs_a_codapo_config(tiny_model_dir):
 
 def test_trainer_rejects_unknown_correctness_reward(tiny_model_dir, tmp_path):
     args = config(output_dir=str(tmp_path), codapo_correctness_reward="accuracy")
-    with pytest.raises(ValueError, match=r"not one of the trainer's reward functions \['parity_reward'\]"):
+    with pytest.raises(ValueError, match=r"is not one of the trainer's reward functions \['parity_reward'\]"):
         CoDaPOTrainer(tiny_model_dir, parity_reward, args=args, train_dataset=question_dataset())
 
 

@@ -46,6 +46,7 @@ def run_worker(out: Path, model: str, *options: str, accelerate_config: Path | N
     records = sorted((json.loads(p.read_text()) for p in out.glob("rank*.json")), key=lambda r: r["rank"])
     for record in records:
         record["delta"] = torch.load(out / f"delta{record['rank']}.pt")
+        record["out"] = out
     return records
 
 
@@ -67,6 +68,14 @@ def check_two_ranks(records, reference, per_process_rows=6, num_generations=4):
         assert s_rows == [q for q in selection for _ in range(num_generations)]
         assert len(rank0["generated"][2 * pair + 1]) == per_process_rows
     assert rank0["digest"] == rank1["digest"]
+    # One question log, written by the main process only: one whole line per question per update.
+    lines = (records[0]["out"] / "run" / "questions.jsonl").read_text().splitlines()
+    rows = [json.loads(line) for line in lines]
+    num_questions = 2 * per_process_rows // num_generations
+    assert len(rows) == 4 * num_questions
+    for step in (1, 3):
+        batch = [r for r in rows if r["step"] == step]
+        assert len({r["question_id"] for r in batch}) == num_questions and all(r["phase"] == 0 for r in batch)
     # Same update as one process taking the whole batch (up to float reassociation).
     assert relative_error(rank0["delta"], reference["delta"]) < 1e-3
 

@@ -16,7 +16,7 @@ from codapo_trl import CoDaPOConfig, CoDaPOTrainer, coda
 SHAPES = sorted(coda.VALUE_FUNCTIONS)
 
 
-def make_args(tmp_path, **overrides) -> CoDaPOConfig:
+def make_args(tmp_path, config_class=CoDaPOConfig, **overrides) -> CoDaPOConfig:
     settings = dict(
         output_dir=str(tmp_path / "out"),
         per_device_train_batch_size=8,
@@ -35,7 +35,7 @@ def make_args(tmp_path, **overrides) -> CoDaPOConfig:
         disable_tqdm=True,
     )
     settings.update(overrides)
-    return CoDaPOConfig(**settings)
+    return config_class(**settings)
 
 
 def phases(trainer) -> list[float]:
@@ -112,7 +112,7 @@ def test_resampled_batch_is_the_top_k_repeated(tiny_model_dir, tmp_path, timing)
     trainer = CoDaPOTrainer(tiny_model_dir, parity_reward, args=args, train_dataset=question_dataset())
     weigh_stats = []
     original_weigh = trainer._codapo_weigh
-    trainer._codapo_weigh = lambda output: weigh_stats.append(original_weigh(output)) or weigh_stats[-1]
+    trainer._codapo_weigh = lambda output, stats: weigh_stats.append(original_weigh(output, stats)) or weigh_stats[-1]
     calls, parent_patch = record_parent_generations(trainer)
     with parent_patch, patch.object(CoDaPOTrainer, "training_step", wraps=trainer.training_step) as step:
         trainer.train()
@@ -127,7 +127,7 @@ def test_resampled_batch_is_the_top_k_repeated(tiny_model_dir, tmp_path, timing)
     assert len(calls) == 4 and len(weigh_stats) == 4
     for b_call, s_call, stats in ((calls[0], calls[1], weigh_stats[0]), (calls[2], calls[3], weigh_stats[2])):
         questions = b_call[::2]
-        values = stats["values"].tolist()
+        values = stats.tolist()
         ranked = sorted(range(len(questions)), key=lambda j: (-values[j], j))[:2]
         expected = [questions[j] for j in ranked for _ in range(4)]
         assert s_call == expected
@@ -173,7 +173,7 @@ def test_gradients_equal_the_codapo_loss(tiny_model_dir, tmp_path, loss_type):
         loss = coda.codapo_loss(
             logps,
             old,
-            output["codapo_advantages"],
+            output["dynamics_advantages"],
             output["completion_mask"],
             output["codapo_value"][::G],
             G,
@@ -247,12 +247,12 @@ def test_generate_log_probs_are_recorded_without_forward(tiny_model_dir, tmp_pat
     checked = []
     original_weigh = trainer._codapo_weigh
 
-    def weigh_and_check(output):
+    def weigh_and_check(output, stats):
         # before the update, the policy is the one that generated: its forward must give the recorded log-probs
         mask = output["completion_mask"].bool()
         recorded, forward = output["sampling_per_token_logps"], trainer._policy_logps(output)
         checked.append((recorded[mask] - forward[mask]).abs().max().item())
-        return original_weigh(output)
+        return original_weigh(output, stats)
 
     trainer._codapo_weigh = weigh_and_check
     with patch.object(CoDaPOTrainer, "_policy_logps", wraps=trainer._policy_logps) as forward:
@@ -262,6 +262,30 @@ def test_generate_log_probs_are_recorded_without_forward(tiny_model_dir, tmp_pat
     for out in outputs:
         mask = out["completion_mask"].bool()
         assert mask.any() and (out["sampling_per_token_logps"][mask] < 0).all()
+
+
+def test_before_update_uses_recorded_log_probs_as_behaviour_policy(tiny_model_dir, tmp_path):
+    """S's importance ratio needs the behaviour policy's log-probs; with TRL's own generation they were recorded while
+    the very same model generated, so no forward pass is needed, and they equal that forward's to float precision."""
+    args = make_args(tmp_path, max_steps=2, codapo_resample_timing="before_update")
+    trainer = CoDaPOTrainer(tiny_model_dir, parity_reward, args=args, train_dataset=question_dataset())
+    outputs = record_outputs(trainer)
+    snapshots = []
+    original = trainer._generate_pending
+
+    def generate_and_check(num_rows):
+        pending = original(num_rows)
+        snapshots.append(trainer._policy_logps(pending.output))  # still the behaviour policy here
+        return pending
+
+    trainer._generate_pending = generate_and_check
+    with patch.object(CoDaPOTrainer, "_policy_logps", wraps=trainer._policy_logps) as forward:
+        trainer.train()
+    assert forward.call_count == 1  # the check above, nothing else
+    s_out = outputs[1]
+    mask = s_out["completion_mask"].bool()
+    assert torch.equal(s_out["old_per_token_logps"], s_out["sampling_per_token_logps"])
+    assert (s_out["old_per_token_logps"][mask] - snapshots[0][mask]).abs().max() < 1e-4
 
 
 def test_sampling_off_takes_one_update_per_batch(tiny_model_dir, tmp_path):
@@ -286,7 +310,7 @@ def test_weighting_off_keeps_per_question_averaging(tiny_model_dir, tmp_path):
     G = trainer.num_generations
     counts = coda.group_token_counts(out["completion_mask"], G).repeat_interleave(G)
     num_groups = out["completion_mask"].size(0) // G
-    expected = out["codapo_advantages"] * out["num_items_in_batch"] / (num_groups * counts)  # v = 1
+    expected = out["dynamics_advantages"] * out["num_items_in_batch"] / (num_groups * counts)  # v = 1
     torch.testing.assert_close(out["advantages"], expected)
 
 
@@ -300,7 +324,7 @@ def test_trl_loss_types_weight_each_sample_by_its_value(tiny_model_dir, tmp_path
     trainer.train()
     assert trainer.loss_type == loss_type  # TRL's aggregation is kept
     for out in outputs:
-        expected = out["codapo_advantages"] * torch.nan_to_num(out["codapo_value"], nan=0.0)
+        expected = out["dynamics_advantages"] * torch.nan_to_num(out["codapo_value"], nan=0.0)
         torch.testing.assert_close(out["advantages"], expected)
 
 
@@ -356,10 +380,14 @@ def test_evaluate_is_unaffected(tiny_model_dir, tmp_path):
         train_dataset=question_dataset(),
         eval_dataset=question_dataset(8),
     )
-    with patch.object(CoDaPOTrainer, "_codapo_weigh") as weigh:
+    with (
+        patch.object(CoDaPOTrainer, "_codapo_weigh") as weigh,
+        patch.object(CoDaPOTrainer, "_annotate_groups") as note,
+    ):
         metrics = trainer.evaluate()
     weigh.assert_not_called()
-    assert "eval_loss" in metrics and not any("codapo" in key for key in metrics)
+    note.assert_not_called()
+    assert "eval_loss" in metrics and not any(("codapo" in key or "dynamics" in key) for key in metrics)
     assert trainer._codapo.selection is None
 
 
@@ -375,7 +403,13 @@ class StopAfter(TrainerCallback):
 
 @pytest.mark.parametrize("timing", ["before_update", "after_update"])
 def test_resume_between_b_and_s_continues_with_s(tiny_model_dir, tmp_path, timing):
-    common = dict(max_steps=4, codapo_resample_timing=timing, save_strategy="steps", save_steps=100)
+    common = dict(
+        max_steps=4,
+        codapo_resample_timing=timing,
+        save_strategy="steps",
+        save_steps=100,
+        codapo_question_log="questions.jsonl",
+    )
     dataset = question_dataset()
 
     def run(args, callbacks=(), resume=None):
@@ -407,5 +441,9 @@ def test_resume_between_b_and_s_continues_with_s(tiny_model_dir, tmp_path, timin
         torch.testing.assert_close(dict(resumed.model.named_parameters())[name], param, rtol=1e-5, atol=1e-6)
     straight_log = [h for h in straight.state.log_history if "codapo/phase" in h]
     resumed_log = [h for h in resumed.state.log_history if "codapo/phase" in h]
-    assert [h["codapo/unique_prompts"] for h in resumed_log] == [h["codapo/unique_prompts"] for h in straight_log]
-    assert resumed_log[-1]["codapo/generated_tokens"] == straight_log[-1]["codapo/generated_tokens"]
+    assert [h["budget/unique_prompts"] for h in resumed_log] == [h["budget/unique_prompts"] for h in straight_log]
+    assert resumed_log[-1]["budget/generated_tokens"] == straight_log[-1]["budget/generated_tokens"]
+    # the question log holds each update's rows once, as if the run had never stopped
+    straight_rows = (tmp_path / "straight" / "out" / "questions.jsonl").read_text()
+    resumed_rows = (tmp_path / "interrupted" / "out" / "questions.jsonl").read_text()
+    assert resumed_rows == straight_rows and len(straight_rows.splitlines()) == 4 * 2

@@ -66,6 +66,7 @@ def main():
         codapo_top_k=2,
         codapo_resample_timing=overrides.pop("timing", "before_update"),
         loss_type=overrides.pop("loss_type", "codapo"),
+        codapo_question_log="questions.jsonl",
     )
     args = CoDaPOConfig(**settings)
     recorder = RecordSelection()

@@ -1,0 +1,382 @@
+"""`DynamicsMixin`: live training-dynamics metrics for any TRL `GRPOTrainer` (and what CoDaPO builds on).
+
+Mixed in before `GRPOTrainer`, it adds, with no extra forward pass:
+
+- the sampled tokens' log-probs, recorded while `transformers` generates (vLLM and `rollout_func` return them);
+- per-group statistics of every generated batch, on tensors gathered from all processes: confidence (geometric-mean
+  token probability), difficulty (error rate), loss tokens (`GroupStats`);
+- per-difficulty-bin metrics under `dynamics/` (the paper's Section 3), accumulated over an update's micro-batches
+  from the forward pass TRL does for the loss;
+- budget counters `budget/generated_tokens` and `budget/unique_prompts`;
+- optionally a JSONL log with one row per question per update, written by the main process only.
+
+`GRPODynamicsTrainer` is TRL's `GRPOTrainer` with the mixin; [`CoDaPOTrainer`] uses it too.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from accelerate.utils import gather, gather_object, is_peft_model
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+from trl import GRPOTrainer
+from trl.models.utils import disable_gradient_checkpointing
+
+from . import coda
+from .dynamics import bin_sums, summarize_bins, token_update_weights
+from .generation import record_sampled_logprobs
+
+
+logger = logging.getLogger(__name__)
+
+STATE_FILE = "dynamics_state-rank{rank}.pt"
+ID_COLUMNS = ("id", "qid", "unique_id", "question_id", "problem_id", "task_id")
+
+# Keys of TRL's generation output that the policy forward pass needs besides the token ids (multimodal models).
+_FORWARD_KEYS = (
+    "pixel_values",
+    "image_grid_thw",
+    "num_images",
+    "pixel_attention_mask",
+    "spatial_shapes",
+    "num_tiles",
+    "image_sizes",
+    "token_type_ids",
+    "mm_token_type_ids",
+    "image_position_ids",
+)
+
+
+@dataclass
+class GroupStats:
+    """Statistics of one generated batch over all processes; rollouts of a question are contiguous.
+
+    Attributes:
+        log_confidence (`torch.Tensor` of shape `(N,)`): mean token log-prob of each rollout (NaN if empty).
+        correctness (`torch.Tensor` of shape `(N,)`): correctness in [0, 1] (NaN if undefined).
+        confidence (`torch.Tensor` of shape `(Q,)`): group confidence `c`.
+        difficulty (`torch.Tensor` of shape `(Q,)`): group difficulty `d`.
+        token_counts (`torch.Tensor` of shape `(Q,)`): loss tokens over each group's rollouts.
+    """
+
+    log_confidence: torch.Tensor
+    correctness: torch.Tensor
+    confidence: torch.Tensor
+    difficulty: torch.Tensor
+    token_counts: torch.Tensor
+
+
+@dataclass
+class BudgetState:
+    generated_tokens: int = 0
+    seen_prompts: set[str] = field(default_factory=set)
+
+
+def prompt_digest(prompt: Any) -> str:
+    text = json.dumps(prompt, sort_keys=True, default=str)
+    return hashlib.sha1(text.encode("utf-8")).hexdigest()
+
+
+def question_id(row: dict) -> str:
+    """A question's id: its dataset id column when it has one, else a digest of its prompt."""
+    for column in ID_COLUMNS:
+        if row.get(column) is not None:
+            return str(row[column])
+    return prompt_digest(row.get("prompt"))[:16]
+
+
+class DynamicsMixin:
+    """Training-dynamics bookkeeping for a `GRPOTrainer` subclass (mix it in before `GRPOTrainer`).
+
+    Args:
+        log_dynamics (`bool`, *optional*):
+            Log the per-difficulty-bin metrics under `dynamics/`. Default: the config's `codapo_dynamics` if it has
+            one, else `True`.
+        question_log (`str`, *optional*):
+            Path of a JSONL file with one row per question per update (relative paths are under `output_dir`).
+            Default: the config's `codapo_question_log` if it has one, else no file.
+        correctness_reward (`str`, *optional*):
+            Name of the reward function whose reward, clamped to [0, 1], is correctness. Default: the config's
+            `codapo_correctness_reward` if it has one, else the first reward function.
+    """
+
+    # CoDaPOTrainer writes the question log itself, once it knows the values and the selection.
+    _logs_questions_at_generation = True
+
+    def __init__(
+        self,
+        *args,
+        log_dynamics: bool | None = None,
+        question_log: str | None = None,
+        correctness_reward: str | None = None,
+        **kwargs,
+    ):
+        super().__init__(*args, **kwargs)
+        config = self.args
+        self.log_dynamics = getattr(config, "codapo_dynamics", True) if log_dynamics is None else log_dynamics
+        question_log = getattr(config, "codapo_question_log", None) if question_log is None else question_log
+        self.question_log_path = None
+        if question_log:
+            self.question_log_path = os.path.join(config.output_dir, question_log)
+        name = getattr(config, "codapo_correctness_reward", None) if correctness_reward is None else correctness_reward
+        self._correctness_index = self._resolve_correctness_reward(name)
+        self._budget = BudgetState()
+        self._group_stats: GroupStats | None = None
+        self._last_rewards_per_func: torch.Tensor | None = None
+        self._training_logps: torch.Tensor | None = None
+        self._bin_sums: torch.Tensor | None = None
+
+    def _resolve_correctness_reward(self, name: str | None) -> int:
+        if name is None:
+            return 0
+        if name not in self.reward_func_names:
+            raise ValueError(
+                f"The correctness reward {name!r} is not one of the trainer's reward functions "
+                f"{self.reward_func_names}. Set codapo_correctness_reward to the name of the reward that measures "
+                "correctness."
+            )
+        return self.reward_func_names.index(name)
+
+    # ------------------------------------------------------------------ what TRL computes, kept
+    def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
+        rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+        self._last_rewards_per_func = rewards_per_func  # all processes' rollouts x reward functions
+        return rewards_per_func
+
+    def _generate(self, prompts: list):
+        result = super()._generate(prompts)
+        if self.model.training:
+            local = torch.tensor([sum(len(ids) for ids in result[1])], device=self.accelerator.device)
+            self._budget.generated_tokens += int(gather(local).sum().item())
+        return result
+
+    def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
+        args = (prompt_ids, images, multimodal_fields, num_generations, has_tool_images)
+        if not (self.records_generation_logps and self.model.training):
+            return super()._generate_single_turn(*args)
+        # TRL's `model.generate` path returns no log-probs: record them while it generates, as vLLM returns them.
+        # They reach the batch as `sampling_per_token_logps`.
+        model = self.accelerator.unwrap_model(self.model_wrapped)
+        if is_peft_model(model):
+            model = model.get_base_model()
+        with record_sampled_logprobs(model, self.temperature) as recorder:
+            completion_ids, logprobs = super()._generate_single_turn(*args)
+        if logprobs is None:
+            logprobs = recorder.per_row(completion_ids)
+        return completion_ids, logprobs
+
+    def _get_per_token_logps_and_entropies(self, *args, **kwargs):
+        result = super()._get_per_token_logps_and_entropies(*args, **kwargs)
+        if torch.is_grad_enabled():  # the loss's forward pass, not a no-grad one at generation
+            self._training_logps = result[0].detach()
+        return result
+
+    # ------------------------------------------------------------------ per-group statistics of a batch
+    def _policy_logps(self, output: dict[str, Any]) -> torch.Tensor:
+        """One no-grad forward pass of the current policy over the batch's completions (TRL's own call)."""
+        input_ids = torch.cat([output["prompt_ids"], output["completion_ids"]], dim=1)
+        attention_mask = torch.cat([output["prompt_mask"], output["completion_mask"]], dim=1)
+        extra = {key: output[key] for key in _FORWARD_KEYS if output.get(key) is not None}
+        with torch.no_grad(), disable_gradient_checkpointing(self.model, self.args.gradient_checkpointing_kwargs):
+            logps, _, _ = self._get_per_token_logps_and_entropies(
+                self.model,
+                input_ids,
+                attention_mask,
+                output["completion_ids"].size(1),
+                batch_size=self.args.per_device_train_batch_size,
+                **extra,
+            )
+        return logps
+
+    @property
+    def records_generation_logps(self) -> bool:
+        """Whether training rollouts come from TRL's `model.generate` in this process, whose sampled-token log-probs
+        are recorded (so they are this policy's own log-probs, same weights and dtype as the loss's forward)."""
+        return not (self.use_vllm or self.use_transformers_continuous_batching or self.rollout_func is not None)
+
+    def _behaviour_logps(self, output: dict[str, Any]) -> torch.Tensor:
+        """Behaviour-policy log-probs: the generator's (recorded, vLLM, rollout_func), else TRL's old ones, else
+        a forward pass (only with transformers' continuous batching, which returns none)."""
+        for key in ("sampling_per_token_logps", "old_per_token_logps"):
+            if output.get(key) is not None:
+                return output[key]
+        return self._policy_logps(output)
+
+    def _generate_and_score_completions(self, inputs):
+        output = super()._generate_and_score_completions(inputs)
+        if not self.model.training:
+            return output
+        self._group_stats = self._annotate_groups(output)
+        digests = gather_object([prompt_digest(row.get("prompt")) for row in inputs])
+        self._budget.seen_prompts.update(digests)
+        if self._logs_questions_at_generation:
+            self._log_questions(inputs, self._group_stats, phase=0, step=self.state.global_step + 1)
+        return output
+
+    def _annotate_groups(self, output: dict[str, Any]) -> GroupStats:
+        """Compute the batch's `GroupStats` and add per-rollout columns (this process's rows) to `output`:
+        `dynamics_log_confidence`, `dynamics_correctness`, `dynamics_difficulty`, `dynamics_advantages` (as TRL
+        computed them, before any weighting)."""
+        num_generations = self.num_generations
+        mask = output["completion_mask"]
+        if output.get("tool_mask") is not None:
+            mask = mask * output["tool_mask"]
+        log_confidence = gather(coda.trajectory_log_confidence(self._behaviour_logps(output), mask))
+        token_counts = coda.group_token_counts(gather(mask.sum(-1).float()), num_generations)
+        correctness = self._last_rewards_per_func[:, self._correctness_index].clamp(0.0, 1.0)
+        stats = GroupStats(
+            log_confidence=log_confidence,
+            correctness=correctness,
+            confidence=coda.group_confidence_from_trajectories(log_confidence, num_generations),
+            difficulty=coda.group_difficulty(correctness, num_generations),
+            token_counts=token_counts,
+        )
+        local = self._process_slice(output)
+        output["dynamics_log_confidence"] = log_confidence[local]
+        output["dynamics_correctness"] = correctness[local]
+        output["dynamics_difficulty"] = stats.difficulty.repeat_interleave(num_generations)[local]
+        output["dynamics_advantages"] = output["advantages"].clone()
+        return stats
+
+    def _process_slice(self, output: dict[str, Any]) -> slice:
+        num_local = output["advantages"].size(0)
+        start = self.accelerator.process_index * num_local
+        return slice(start, start + num_local)
+
+    # ------------------------------------------------------------------ per-bin metrics, from the loss's forward
+    def _compute_loss(self, model, inputs):
+        loss = super()._compute_loss(model, inputs)
+        if self.model.training:
+            if self.log_dynamics and "dynamics_difficulty" in inputs and self._training_logps is not None:
+                self._accumulate_bins(inputs)
+            if self.accelerator.sync_gradients:  # the last micro-batch of this update
+                self._flush_update_metrics()
+        return loss
+
+    def _accumulate_bins(self, inputs: dict[str, Any]) -> None:
+        logps, self._training_logps = self._training_logps, None
+        old = inputs.get("old_per_token_logps")
+        mask = inputs["completion_mask"]
+        if inputs.get("tool_mask") is not None:
+            mask = mask * inputs["tool_mask"]
+        weights, clipped = token_update_weights(
+            logps,
+            logps if old is None else old,
+            inputs["dynamics_advantages"],
+            inputs.get("dynamics_value"),
+            self.epsilon_low,
+            self.epsilon_high,
+        )
+        sums = bin_sums(
+            inputs["dynamics_difficulty"],
+            inputs["dynamics_correctness"],
+            torch.exp(inputs["dynamics_log_confidence"]),
+            inputs["dynamics_advantages"],
+            weights,
+            clipped,
+            mask,
+        )
+        self._bin_sums = sums if self._bin_sums is None else self._bin_sums + sums
+
+    def _flush_update_metrics(self) -> None:
+        metrics = self._metrics["train"]
+        if self._bin_sums is not None:
+            totals = self.accelerator.reduce(self._bin_sums, reduction="sum")
+            self._bin_sums = None
+            for key, value in summarize_bins(totals.cpu()).items():
+                metrics[f"dynamics/{key}"].append(value)
+        metrics["budget/generated_tokens"].append(float(self._budget.generated_tokens))
+        metrics["budget/unique_prompts"].append(float(len(self._budget.seen_prompts)))
+
+    # ------------------------------------------------------------------ per-question log
+    def _log_questions(
+        self,
+        inputs: list[dict],
+        stats: GroupStats,
+        phase: int,
+        step: int,
+        values: torch.Tensor | None = None,
+        selected: set[int] | None = None,
+    ) -> None:
+        """Append one JSON line per question of this batch to the question log (main process writes)."""
+        if self.question_log_path is None:
+            return
+        num_generations = self.num_generations
+        keys = gather_object([(question_id(row), row.get("level")) for row in inputs])[::num_generations]
+        if not self.accelerator.is_main_process:
+            return
+        correct = (stats.correctness >= 0.5).view(-1, num_generations).sum(1).tolist()
+        lines = []
+        for j, (qid, level) in enumerate(keys):
+            record = {
+                "step": step,
+                "phase": phase,
+                "question_id": qid,
+                "level": level,
+                "confidence": _finite_or_none(stats.confidence[j]),
+                "difficulty": _finite_or_none(stats.difficulty[j]),
+                "value": None if values is None else _finite_or_none(values[j]),
+                "selected": None if selected is None else j in selected,
+                "num_correct": int(correct[j]),
+                "num_generations": num_generations,
+            }
+            lines.append(json.dumps(record) + "\n")
+        os.makedirs(os.path.dirname(os.path.abspath(self.question_log_path)), exist_ok=True)
+        with open(self.question_log_path, "a", encoding="utf-8") as f:
+            f.write("".join(lines))  # one write per batch: a reader never sees half a batch's rows interleaved
+            f.flush()
+            os.fsync(f.fileno())
+
+    # ------------------------------------------------------------------ checkpoints
+    def _save_checkpoint(self, model, trial):
+        super()._save_checkpoint(model, trial)
+        output_dir = os.path.join(
+            self._get_output_dir(trial=trial), f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
+        )
+        log = self.question_log_path
+        payload = {
+            "generated_tokens": self._budget.generated_tokens,
+            "seen_prompts": sorted(self._budget.seen_prompts),
+            "question_log_bytes": os.path.getsize(log) if log and os.path.exists(log) else 0,
+        }
+        _save_rank_file(payload, output_dir, STATE_FILE.format(rank=self.accelerator.process_index))
+
+    def _load_optimizer_and_scheduler(self, checkpoint):
+        super()._load_optimizer_and_scheduler(checkpoint)
+        if checkpoint is None:
+            return
+        path = os.path.join(checkpoint, STATE_FILE.format(rank=self.accelerator.process_index))
+        if not os.path.exists(path):
+            logger.warning("No training-dynamics state in %s: budget counters restart from zero.", checkpoint)
+            return
+        payload = torch.load(path, weights_only=False, map_location="cpu")
+        self._budget = BudgetState(payload["generated_tokens"], set(payload["seen_prompts"]))
+        log = self.question_log_path
+        if log and self.accelerator.is_main_process and os.path.exists(log):
+            # rows written after this checkpoint belong to updates that will be redone
+            with open(log, "r+b") as f:
+                f.truncate(min(payload["question_log_bytes"], os.path.getsize(log)))
+
+
+def _finite_or_none(value: torch.Tensor) -> float | None:
+    value = float(value)
+    return value if value == value else None  # NaN -> None (JSON has no NaN)
+
+
+def _save_rank_file(payload: dict, directory: str, name: str) -> None:
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.join(directory, name)
+    torch.save(payload, path + ".tmp")
+    os.replace(path + ".tmp", path)
+
+
+class GRPODynamicsTrainer(DynamicsMixin, GRPOTrainer):
+    """TRL's [`~trl.GRPOTrainer`] plus the training-dynamics metrics (`dynamics/`, `budget/`) and the optional
+    per-question log of [`DynamicsMixin`]; takes `GRPOTrainer`'s arguments plus `log_dynamics`, `question_log`
+    and `correctness_reward`."""
