@@ -54,7 +54,7 @@ __all__ = [
 
 KINDS = ("math", "code")
 _HUB_ID_RE = re.compile(r"[\w.-]+/[\w.-]+")
-_ID_COLUMNS = ("task_id", "question_id", "unique_id", "id", "problem_idx", "name")
+_ID_COLUMNS = ("task_id", "question_id", "unique_id", "id", "Record ID", "problem_idx", "name")
 
 
 @dataclass(frozen=True)

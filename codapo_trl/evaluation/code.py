@@ -59,10 +59,10 @@ LCB_PRELUDE = (
     "from functools import *\n"
     "from heapq import *\n"
     "from bisect import *\n"
-    "from math import *\n"
 )
 """Standard-library imports prepended to LiveCodeBench programs (LeetCode-style starters use `List`, `Optional`,
-... without importing them; LiveCodeBench's own harness provides such imports too)."""
+... without importing them; LiveCodeBench's own harness provides such imports too). No `from math import *`: it
+would replace the built-in three-argument `pow`."""
 
 
 # ---------------------------------------------------------------------------------------------------------------------
