@@ -546,6 +546,15 @@ def test_transformers_backend_end_to_end_and_determinism(tiny_model_dir, tmp_pat
     reseeded = evaluate_model(tiny_model_dir, [str(path)], seed=1, **common)
     assert _texts(reseeded, "qa") != _texts(first, "qa")
 
+    # A model object from a training loop (in train mode): the same samples, and its mode is left as it was.
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir).train()
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    in_memory = evaluate_model(model, [str(path)], tokenizer=tokenizer, label="in-memory", **common)
+    assert _texts(in_memory, "qa") == _texts(first, "qa") and model.training
+    assert "| Δ in-memory vs" in compare_summaries([first, in_memory])  # results compare without files too
+
 
 def test_cli_end_to_end_and_errors(tiny_model_dir, tmp_path, capsys):
     path = write_jsonl(tmp_path / "qa.jsonl", QA_ROWS)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
+import json
 import logging
 import re
 import sys
@@ -61,6 +62,12 @@ def build_parser() -> argparse.ArgumentParser:
     sampling.add_argument("--batch-size", type=int, default=64, help="sequences per generate call (transformers)")
     sampling.add_argument("--backend", choices=("auto", "transformers", "vllm"), default="auto")
     sampling.add_argument("--dtype", default="auto", help="model dtype: auto, float32, bfloat16, float16")
+    sampling.add_argument(
+        "--vllm-kwargs",
+        type=json.loads,
+        default=None,
+        help="extra vllm.LLM arguments as JSON, e.g. '{\"max_model_len\": 4096}'",
+    )
     prompts = parser.add_argument_group("prompts")
     prompts.add_argument("--system-prompt", default=SYSTEM_PROMPT, help="system turn of maths/science prompts")
     prompts.add_argument("--no-system-prompt", action="store_true", help="no system turn for maths/science prompts")
@@ -177,6 +184,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 max_tests=args.code_max_tests,
             ),
             progress=not args.no_progress,
+            vllm_kwargs=args.vllm_kwargs,
         )
     except (ValueError, FileNotFoundError) as err:
         return _error(str(err))

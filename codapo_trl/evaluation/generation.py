@@ -252,10 +252,10 @@ class TransformersGenerator:
         dtype: str = "auto",
         device: str | None = None,
         batch_size: int = 64,
-        tokenizer_name_or_path: str | None = None,
+        tokenizer: PreTrainedTokenizerBase | None = None,
     ) -> TransformersGenerator:
-        """Load a model and tokenizer (`dtype="auto"`: bfloat16 on a GPU that supports it, else float32; `device`:
-        CUDA when available, else CPU)."""
+        """Load a model, and its tokenizer unless one is given (`dtype="auto"`: bfloat16 on a GPU that supports it,
+        else float32; `device`: CUDA when available, else CPU)."""
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -265,7 +265,7 @@ class TransformersGenerator:
             torch_dtype = torch.bfloat16 if use_bf16 else torch.float32
         else:
             torch_dtype = getattr(torch, dtype)
-        tokenizer = AutoTokenizer.from_pretrained(tokenizer_name_or_path or name_or_path)
+        tokenizer = tokenizer if tokenizer is not None else AutoTokenizer.from_pretrained(name_or_path)
         model = AutoModelForCausalLM.from_pretrained(name_or_path, dtype=torch_dtype).to(device).eval()
         return cls(model, tokenizer, batch_size=batch_size)
 
@@ -319,8 +319,9 @@ class TransformersGenerator:
         )
         # The model's own generation config (repetition penalty, top-k, ...) must not leak into the sampling: while
         # generating, the model sees a neutral one and only the settings above apply.
-        saved = self.model.generation_config
+        saved, was_training = self.model.generation_config, self.model.training
         self.model.generation_config = GenerationConfig()
+        self.model.eval()  # no dropout, whatever state a training loop left the model in
         try:
             with torch.inference_mode():
                 output = self.model.generate(
@@ -331,6 +332,7 @@ class TransformersGenerator:
                 )
         finally:
             self.model.generation_config = saved
+            self.model.train(was_training)
         stop = set(self.stop_ids)
         completions = []
         for row in output[:, width:].tolist():
@@ -441,7 +443,6 @@ def build_generator(
         if not vllm_available():
             raise RuntimeError("backend='vllm' needs the vllm package and a CUDA GPU; use backend='transformers'.")
         return VLLMGenerator(path, dtype=dtype, seed=seed, **dict(vllm_kwargs or {}))
-    generator = TransformersGenerator.from_pretrained(path, dtype=dtype, device=device, batch_size=batch_size)
-    if tokenizer is not None:
-        generator.tokenizer = tokenizer
-    return generator
+    return TransformersGenerator.from_pretrained(
+        path, dtype=dtype, device=device, batch_size=batch_size, tokenizer=tokenizer
+    )

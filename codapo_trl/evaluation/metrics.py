@@ -316,12 +316,13 @@ def compare_summaries(
     a per-level table.
 
     Args:
-        summaries: summary dictionaries or paths of `summary.json` files (at least two).
+        summaries: summary dictionaries, [`EvaluationResult`] objects or paths of `summary.json` files (at least
+            two).
         metric (`str`, *optional*, defaults to `"avg@n"`): the metric to compare (`"avg@n"`, `"pass@8"`, ...).
     """
     if len(summaries) < 2:
         raise ValueError("--compare needs at least two summary files.")
-    loaded = [load_summary(s) if isinstance(s, (str, os.PathLike)) else s for s in summaries]
+    loaded = [load_summary(s) if isinstance(s, (str, os.PathLike)) else _as_summary(s) for s in summaries]
     labels = [_label(s) for s in loaded]
     for i, label in enumerate(labels):  # make row labels unique
         if labels.count(label) > 1:
