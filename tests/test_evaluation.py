@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from datasets import Dataset
 
 from codapo_trl.evaluation import (
     BENCHMARKS,
@@ -206,6 +207,9 @@ def test_gpqa_choices_are_lettered_in_a_fixed_order(tmp_path):
         letters.add(item.gold)
     assert len(letters) > 1  # the correct option is not always in the same place
     assert [it.gold for it in load_benchmark(f"gpqa={path}").items] == [it.gold for it in bench.items]
+    parquet = tmp_path / "gpqa.parquet"
+    Dataset.from_list(rows).to_parquet(str(parquet))
+    assert [it.question for it in load_benchmark(f"gpqa={parquet}").items] == [it.question for it in bench.items]
 
 
 def test_code_benchmarks_from_local_files(tmp_path):
@@ -231,6 +235,8 @@ def test_local_math_file_auto_detection_and_arithmetic(tmp_path):
     bench = load_benchmark(path, system_prompt=None)
     assert bench.name == "mine" and [it.gold for it in bench.items] == ["4", "2"] and bench.items[0].level == 1
     assert bench.items[0].prompt == [{"role": "user", "content": "What is 2 + 2?"}]
+    Dataset.from_list(QA_ROWS).to_parquet(str(tmp_path / "qa.parquet"))
+    assert [it.gold for it in load_benchmark(tmp_path / "qa.parquet").items] == ["2", "5", "17"]
     arith = load_benchmark("arithmetic")
     assert len(arith) == 129 and {it.level for it in arith.items} == {1, 2, 3, 4, 5}
     assert all(it.answer_type == "number" for it in arith.items)
