@@ -603,3 +603,51 @@ def test_cli_end_to_end_and_errors(tiny_model_dir, tmp_path, capsys):
     assert main(["--list-benchmarks"]) == 0
     listing = capsys.readouterr().out
     assert all(f"| {name} |" in listing for name in PAPER_TWELVE)
+
+
+def test_vllm_backend_wiring_with_a_stand_in_module(tiny_model_dir, monkeypatch):
+    """The vLLM path cannot run here (no GPU, no vllm): check what it hands to vLLM with a stand-in module."""
+    import importlib.machinery
+    import sys
+    import types
+
+    from transformers import AutoTokenizer
+
+    from codapo_trl.evaluation import generation
+
+    calls = {}
+
+    class SamplingParams:
+        def __init__(self, **kwargs):
+            self.__dict__.update(kwargs)
+
+    class LLM:
+        def __init__(self, **kwargs):
+            calls["llm"] = kwargs
+
+        def get_tokenizer(self):
+            return AutoTokenizer.from_pretrained(tiny_model_dir)
+
+        def generate(self, prompts, params, use_tqdm=True):
+            calls["prompts"], calls["params"] = prompts, params
+            out = types.SimpleNamespace
+            return [
+                out(outputs=[out(text=f"{i}:{j}", token_ids=[1] * (j + 1), finish_reason="stop") for j in range(p.n)])
+                for i, p in enumerate(params)
+            ]
+
+    module = types.ModuleType("vllm")
+    module.__spec__ = importlib.machinery.ModuleSpec("vllm", None)
+    module.LLM, module.SamplingParams = LLM, SamplingParams
+    monkeypatch.setitem(sys.modules, "vllm", module)
+    generator = generation.VLLMGenerator("some/model", seed=3, max_model_len=512)
+    requests = [generation.GenerationRequest(f"b/{i}", [{"role": "user", "content": f"q{i}"}]) for i in range(3)]
+    results = generator.generate(requests, SamplingConfig(num_samples=2, temperature=0.6, max_new_tokens=9, seed=5))
+    assert calls["llm"] == {"model": "some/model", "dtype": "auto", "seed": 3, "max_model_len": 512}
+    assert [[c.text for c in r] for r in results] == [["0:0", "0:1"], ["1:0", "1:1"], ["2:0", "2:1"]]
+    params = calls["params"]
+    assert all(p.n == 2 and p.temperature == 0.6 and p.top_p == 1.0 and p.max_tokens == 9 for p in params)
+    assert len({p.seed for p in params}) == 3 and params[0].seed == sample_seed(5, "b/0", -1) >> 1
+    assert "<|im_start|>assistant" in generator.tokenizer.decode(calls["prompts"][0]["prompt_token_ids"])
+    # Without a GPU, "auto" picks transformers even when vllm is importable.
+    assert not generation.vllm_available()

@@ -173,7 +173,10 @@ def _stop_token_ids(tokenizer: PreTrainedTokenizerBase, eos_token_id: int | Sequ
 
 def vllm_available() -> bool:
     """Whether vLLM is importable and a CUDA GPU is present."""
-    if importlib.util.find_spec("vllm") is None:
+    try:
+        if importlib.util.find_spec("vllm") is None:
+            return False
+    except (ImportError, ValueError):
         return False
     import torch
 
