@@ -334,10 +334,17 @@ def _score(bench: Benchmark, completions: list[list[Completion]], verdicts: Mapp
             extracted, parsed, correct, score, reason = verdicts[(bench.name, item.index, s)]
             record.samples.append(
                 SampleRecord(
-                    s, completion.text, extracted, parsed, correct, score, reason, completion.num_tokens,
-                    completion.finish_reason,
+                    sample=s,
+                    completion=completion.text,
+                    extracted=extracted,
+                    parsed=parsed,
+                    correct=correct,
+                    score=score,
+                    reason=reason,
+                    num_tokens=completion.num_tokens,
+                    finish_reason=completion.finish_reason,
                 )
-            )  # fmt: skip
+            )
         questions.append(record)
     graded = [q for q in questions if q.graded]
     if len(graded) < len(questions):
