@@ -298,6 +298,67 @@ def _mmlu_answer(row: dict) -> str | None:
     return plain_answer(answer)
 
 
+def _required(row: Mapping[str, Any], name: str, *fields: str) -> Any:
+    """The first of `fields` present (and not `None`) in `row`; a clear error naming the columns otherwise."""
+    for column in fields:
+        if row.get(column) is not None:
+            return row[column]
+    raise ValueError(f"{name}: none of the columns {list(fields)} found in a row with columns {sorted(row)}.")
+
+
+def _strip_dollars(text: str) -> str:
+    """`$\\frac{1}{2}$` -> `\\frac{1}{2}`: unescaped `$` math delimiters removed."""
+    return re.sub(r"(?<!\\)\$", "", text).strip()
+
+
+def _olympiad_answer(value: Any) -> str | None:
+    """OlympiadBench's `final_answer`: a list of strings in `$...$` (several for multi-answer questions), joined
+    with `", "`."""
+    values = value if isinstance(value, (list, tuple)) else [value]
+    parts = [_strip_dollars(str(v)) for v in values if v is not None and str(v).strip()]
+    return ", ".join(p for p in parts if p) or None
+
+
+def _olympiad_question(row: dict) -> str:
+    question = str(_required(row, "olympiadbench", "question"))
+    context = row.get("context")
+    return f"{context.strip()}\n\n{question}" if isinstance(context, str) and context.strip() else question
+
+
+def _minerva_question(row: dict) -> str:
+    return str(_required(row, "minerva", "question", "problem"))
+
+
+def _minerva_answer(row: dict) -> str | None:
+    if row.get("answer") is not None:
+        return plain_answer(row["answer"])
+    return last_boxed(str(_required(row, "minerva", "answer", "solution")))
+
+
+_GPQA_FIELDS = ("Question", "Correct Answer", "Incorrect Answer 1", "Incorrect Answer 2", "Incorrect Answer 3")
+
+
+def _gpqa_choices(row: dict) -> tuple[list[str], int]:
+    """GPQA's four options in a fixed order (a permutation seeded by the question text, so the gold letter is the
+    same on every run and machine) and the index of the correct one."""
+    values = [_required(row, "gpqa", column) for column in _GPQA_FIELDS]
+    options = [str(v).strip() for v in values[1:]]
+    order = list(range(4))
+    random.Random(_question_hash(f"gpqa|{values[0]}")).shuffle(order)
+    return [options[i] for i in order], order.index(0)
+
+
+def _gpqa_question(row: dict) -> str:
+    options, _ = _gpqa_choices(row)
+    choices = "\n".join(f"{letter}. {option}" for letter, option in zip("ABCD", options))
+    return f"{str(row['Question']).strip()}\n\n{choices}"
+
+
+def _gpqa_answer(row: dict) -> str | None:
+    _, correct = _gpqa_choices(row)
+    return "ABCD"[correct]
+
+
 DATASET_REGISTRY: dict[str, DatasetSpec] = {}
 """Dataset specs by name; add one with [`register_dataset`]."""
 
@@ -587,6 +648,51 @@ register_dataset(
         answer_builder=_mmlu_answer,
         answer_type="choice",
         description="MMLU, 57 subjects, four lettered choices appended to the question",
+    )
+)
+register_dataset(
+    DatasetSpec(
+        name="amc23",
+        hub_id="math-ai/amc23",
+        splits={"test": "test"},
+        question_field="question",
+        answer_field="answer",
+        description="AMC 2023 (40 problems with numeric answers)",
+    )
+)
+register_dataset(
+    DatasetSpec(
+        name="olympiadbench",
+        hub_id="Hothan/OlympiadBench",
+        config="OE_TO_maths_en_COMP",
+        splits={"test": "train"},
+        question_field="question",
+        question_builder=_olympiad_question,
+        answer_field="final_answer",
+        answer_parser=_olympiad_answer,
+        description="OlympiadBench, open-ended text-only English maths competition subset (674 problems)",
+    )
+)
+register_dataset(
+    DatasetSpec(
+        name="minerva",
+        hub_id="math-ai/minervamath",
+        splits={"test": "test"},
+        question_builder=_minerva_question,
+        answer_builder=_minerva_answer,
+        description="Minerva Math (272 undergraduate STEM problems)",
+    )
+)
+register_dataset(
+    DatasetSpec(
+        name="gpqa_diamond",
+        hub_id="Idavidrein/gpqa",
+        config="gpqa_diamond",
+        splits={"test": "train"},
+        question_builder=_gpqa_question,
+        answer_builder=_gpqa_answer,
+        answer_type="choice",
+        description="GPQA Diamond (198 questions; gated on the hub), options A-D in a fixed per-question order",
     )
 )
 register_dataset(
