@@ -9,7 +9,7 @@ TORCH_SPEC ?= torch==2.13.0
 STAMP := $(VENV)/.codapo-installed
 PYTEST_ARGS ?=
 
-.PHONY: install test test-slow test-all quality style
+.PHONY: install test test-slow test-all quality style bench bench-sandbox
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -38,3 +38,11 @@ quality: $(STAMP)
 style: $(STAMP)
 	$(PY) -m ruff check --fix codapo_trl tests recipes benchmarks
 	$(PY) -m ruff format codapo_trl tests recipes benchmarks
+
+# Performance targets live here, never in timed tests.
+bench: $(STAMP)
+	$(PY) benchmarks/step_overhead.py --model tiny --updates 10 --repeats 3 --dynamics-off
+	$(PY) benchmarks/step_overhead.py --model embedded/SmolLM2-135M-Instruct --updates 4 --repeats 2 --max-completion-length 48
+
+bench-sandbox: $(STAMP)
+	$(PY) benchmarks/sandbox_throughput.py

@@ -16,6 +16,8 @@ _EXPORTS = {
     "DynamicsMixin": ".dynamics_logging",
     "GRPODynamicsTrainer": ".dynamics_logging",
     "math_accuracy_reward": ".rewards",
+    "evaluate_model": ".evaluation",
+    "pass_at_k": ".evaluation",
     "get_reward_funcs": ".rewards",
     "SYSTEM_PROMPT": ".data",
     "load_math_dataset": ".data",
@@ -30,6 +32,8 @@ __all__ = [
     "CoDaPOConfig",
     "CoDaPOTrainer",
     "DynamicsMixin",
+    "evaluate_model",
+    "pass_at_k",
     "GRPODynamicsTrainer",
     "get_reward_funcs",
     "load_math_dataset",
@@ -42,6 +46,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .config import CoDaPOConfig
     from .data import SYSTEM_PROMPT, load_math_dataset, make_arithmetic_dataset
     from .dynamics_logging import DynamicsMixin, GRPODynamicsTrainer
+    from .evaluation import evaluate_model, pass_at_k
     from .models import MODEL_ALIASES, resolve_model_name_or_path
     from .rewards import get_reward_funcs, math_accuracy_reward
     from .trainer import CoDaPOTrainer
