@@ -805,9 +805,19 @@ def math_accuracy_reward(completions: list[Any], answer: list[str | None], **kwa
 # Registry
 # ----------------------------------------------------------------------------------------------------------------
 
+
+def code_execution_reward(completions, tests, **kwargs) -> list[float | None]:
+    """Pass rate of the completion's last Python code block on the problem's tests, run in the sandbox (see
+    `codapo_trl.rewards_code`); imported on first use so that maths training never loads the sandbox."""
+    from .rewards_code import code_execution_reward as reward
+
+    return reward(completions, tests, **kwargs)
+
+
 REWARD_FUNCS: dict[str, Callable[..., list[float | None]]] = {
     "math_accuracy": math_accuracy_reward,
     "accuracy": math_accuracy_reward,
+    "code_execution": code_execution_reward,
 }
 """Reward functions by name, for the training script's `reward_funcs` list. A plain dict: add entries to extend."""
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 import re
 import secrets
 import threading
@@ -519,10 +520,15 @@ _DEFAULT_LOCK = threading.Lock()
 
 
 def code_execution_reward(completions: list, tests: list, **kwargs: Any) -> list[float | None]:
-    """TRL reward with the default limits (see [`make_code_execution_reward`]): the pass rate of each completion's
-    last Python code block on its problem's `tests`."""
+    """TRL reward with the default limits (see [`make_code_execution_reward`]; environment variables
+    `CODAPO_CODE_TIMEOUT`, seconds per test, default 4, and `CODAPO_CODE_WORKERS`, test runs at a time, default 2):
+    the pass rate of each completion's last Python code block on its problem's `tests`."""
     global _DEFAULT_REWARD
     with _DEFAULT_LOCK:
         if _DEFAULT_REWARD is None:
-            _DEFAULT_REWARD = make_code_execution_reward()
+            # Recipes size these for their machine through the YAML `env:` block (TrlParser exports it).
+            _DEFAULT_REWARD = make_code_execution_reward(
+                timeout=float(os.environ.get("CODAPO_CODE_TIMEOUT", 4.0)),
+                max_workers=int(os.environ.get("CODAPO_CODE_WORKERS", 2)),
+            )
     return _DEFAULT_REWARD(completions, tests, **kwargs)

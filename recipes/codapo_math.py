@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -35,6 +36,9 @@ from codapo_trl.rewards import REWARD_FUNCS, get_reward_funcs  # noqa: E402
 
 
 logger = logging.getLogger("codapo_math")
+DEFAULT_RECIPE = os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), "SmolLM2-135M-Instruct/codapo/config_demo.yaml"
+)
 
 ALGORITHMS = ("codapo", "grpo", "dapo", "dr_grpo", "gpg")
 # Defaults each algorithm puts on the training config before the recipe and the command line are read.
@@ -102,19 +106,22 @@ def peek_algorithm(argv: list[str]) -> str:
     return script_args.algorithm
 
 
-def make_parser(algorithm: str) -> TrlParser:
+def make_parser(algorithm: str, defaults: dict | None = None) -> TrlParser:
     config_class = CoDaPOConfig if algorithm in ("codapo", "gpg") else GRPOConfig
     parser = TrlParser((CoDaPOScriptArguments, config_class, ModelConfig))
-    parser.set_defaults(**PRESETS[algorithm])  # a recipe's or the command line's values still win
+    parser.set_defaults(**{**(defaults or {}), **PRESETS[algorithm]})  # a recipe's or the command line's values win
     return parser
 
 
-def parse(argv: list[str] | None = None) -> tuple[CoDaPOScriptArguments, GRPOConfig, ModelConfig]:
+def parse(
+    argv: list[str] | None = None, defaults: dict | None = None, default_recipe: str = DEFAULT_RECIPE
+) -> tuple[CoDaPOScriptArguments, GRPOConfig, ModelConfig]:
+    """Parse a command line (recipe + overrides). `defaults` are script-level defaults a recipe may override."""
     argv = sys.argv[1:] if argv is None else argv
     if not argv:  # the embedded default, on CPU
-        argv = ["--config", os.path.join(os.path.dirname(__file__), "SmolLM2-135M-Instruct/codapo/config_demo.yaml")]
+        argv = ["--config", default_recipe]
     algorithm = peek_algorithm(argv)
-    script_args, training_args, model_args = make_parser(algorithm).parse_args_and_config(args=argv)
+    script_args, training_args, model_args = make_parser(algorithm, defaults).parse_args_and_config(args=argv)
     if algorithm in ("grpo", "dapo", "dr_grpo") and training_args.loss_type in ("codapo", "gpg"):
         raise ValueError(f"algorithm={algorithm} runs TRL's GRPOTrainer: set loss_type to one of TRL's loss types.")
     return script_args, training_args, model_args
@@ -142,25 +149,8 @@ def resume_checkpoint(training_args: GRPOConfig) -> str | None:
     return asked
 
 
-def main(script_args: CoDaPOScriptArguments, training_args: GRPOConfig, model_args: ModelConfig) -> None:
-    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
-    log_level = training_args.get_process_log_level()
-    logger.setLevel(log_level)
-    datasets.utils.logging.set_verbosity(log_level)
-    transformers.utils.logging.set_verbosity(log_level)
-    logger.info("Algorithm %s, training config %s", script_args.algorithm, type(training_args).__name__)
-
-    # Model: an alias (the embedded default) becomes a local checkpoint; YAML settings reach from_pretrained.
-    model_name = model_args.model_name_or_path or DEFAULT_EMBEDDED_MODEL
-    model_path = resolve_model_name_or_path(model_name)
-    training_args.model_init_kwargs = {
-        **(training_args.model_init_kwargs or {}),
-        "revision": model_args.model_revision,
-        "dtype": model_args.dtype,
-        "attn_implementation": model_args.attn_implementation,
-    }
-
-    # Data: conversational prompts with the system prompt, gold final answers in `answer`.
+def load_math_datasets(script_args: CoDaPOScriptArguments, training_args: GRPOConfig) -> tuple:
+    """Training and (when evaluation is on) evaluation splits: conversational prompts, gold final answers."""
     system_prompt = script_args.system_prompt or None
     train_dataset = load_math_dataset(
         script_args.dataset_name,
@@ -178,6 +168,33 @@ def main(script_args: CoDaPOScriptArguments, training_args: GRPOConfig, model_ar
             levels=script_args.dataset_levels,
             limit=script_args.eval_limit,
         )
+    return train_dataset, eval_dataset
+
+
+def main(
+    script_args: CoDaPOScriptArguments,
+    training_args: GRPOConfig,
+    model_args: ModelConfig,
+    load_datasets: Callable = load_math_datasets,
+) -> None:
+    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
+    log_level = training_args.get_process_log_level()
+    logger.setLevel(log_level)
+    datasets.utils.logging.set_verbosity(log_level)
+    transformers.utils.logging.set_verbosity(log_level)
+    logger.info("Algorithm %s, training config %s", script_args.algorithm, type(training_args).__name__)
+
+    # Model: an alias (the embedded default) becomes a local checkpoint; YAML settings reach from_pretrained.
+    model_name = model_args.model_name_or_path or DEFAULT_EMBEDDED_MODEL
+    model_path = resolve_model_name_or_path(model_name)
+    training_args.model_init_kwargs = {
+        **(training_args.model_init_kwargs or {}),
+        "revision": model_args.model_revision,
+        "dtype": model_args.dtype,
+        "attn_implementation": model_args.attn_implementation,
+    }
+
+    train_dataset, eval_dataset = load_datasets(script_args, training_args)
     logger.info("Training on %d questions of %s", len(train_dataset), script_args.dataset_name)
 
     trainer_class = CoDaPOTrainer if isinstance(training_args, CoDaPOConfig) else GRPOTrainer
