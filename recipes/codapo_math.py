@@ -29,7 +29,7 @@ from trl import GRPOConfig, GRPOTrainer, ModelConfig, ScriptArguments, TrlParser
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from codapo_trl import CoDaPOConfig, CoDaPOTrainer  # noqa: E402
+from codapo_trl import CoDaPOConfig, CoDaPOTrainer, GRPODynamicsTrainer  # noqa: E402
 from codapo_trl.data import SYSTEM_PROMPT, load_math_dataset  # noqa: E402
 from codapo_trl.models import DEFAULT_EMBEDDED_MODEL, resolve_model_name_or_path  # noqa: E402
 from codapo_trl.rewards import REWARD_FUNCS, get_reward_funcs  # noqa: E402
@@ -69,6 +69,8 @@ class CoDaPOScriptArguments(ScriptArguments):
             Keep only the first rows of the training split.
         eval_limit (`int` or `None`, *optional*):
             Keep only the first rows of the evaluation split (used when `eval_strategy` is not `"no"`).
+        baseline_dynamics (`bool`, *optional*, defaults to `False`):
+            Run the GRPOTrainer baselines with the `dynamics/` and `budget/` metrics (`GRPODynamicsTrainer`).
     """
 
     dataset_name: str | None = field(
@@ -96,6 +98,13 @@ class CoDaPOScriptArguments(ScriptArguments):
     eval_limit: int | None = field(
         default=None, metadata={"help": "Keep only the first rows of the evaluation split."}
     )
+    baseline_dynamics: bool = field(
+        default=False,
+        metadata={
+            "help": "Run the GRPOTrainer baselines (grpo, dapo, dr_grpo) with the dynamics/ and budget/ metrics "
+            "(GRPODynamicsTrainer: TRL's GRPOTrainer plus logging only), e.g. for side-by-side comparisons."
+        },
+    )
 
 
 def peek_algorithm(argv: list[str]) -> str:
@@ -121,6 +130,15 @@ def parse(
     if not argv:  # the embedded default, on CPU
         argv = ["--config", default_recipe]
     algorithm = peek_algorithm(argv)
+    if algorithm in ("grpo", "dapo", "dr_grpo") and "--config" in argv:
+        recipe = argv[argv.index("--config") + 1]
+        with open(recipe, encoding="utf-8") as f:
+            codapo_keys = [line.split(":")[0] for line in f if line.startswith("codapo_")]
+        if codapo_keys:
+            raise ValueError(
+                f"algorithm={algorithm} runs TRL's GRPOTrainer, but {recipe} sets CoDaPO options {codapo_keys}: use "
+                f"a {algorithm} recipe (recipes/<Model>/{algorithm}/) or remove those keys."
+            )
     script_args, training_args, model_args = make_parser(algorithm, defaults).parse_args_and_config(args=argv)
     if algorithm in ("grpo", "dapo", "dr_grpo") and training_args.loss_type in ("codapo", "gpg"):
         raise ValueError(f"algorithm={algorithm} runs TRL's GRPOTrainer: set loss_type to one of TRL's loss types.")
@@ -197,7 +215,10 @@ def main(
     train_dataset, eval_dataset = load_datasets(script_args, training_args)
     logger.info("Training on %d questions of %s", len(train_dataset), script_args.dataset_name)
 
-    trainer_class = CoDaPOTrainer if isinstance(training_args, CoDaPOConfig) else GRPOTrainer
+    if isinstance(training_args, CoDaPOConfig):
+        trainer_class = CoDaPOTrainer
+    else:
+        trainer_class = GRPODynamicsTrainer if script_args.baseline_dynamics else GRPOTrainer
     trainer = trainer_class(
         model=model_path,
         reward_funcs=get_reward_funcs(script_args.reward_funcs),

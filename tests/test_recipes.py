@@ -66,6 +66,12 @@ def test_algorithm_presets_are_defaults_that_recipes_may_override(tmp_path):
         )
 
 
+def test_baseline_algorithm_on_a_codapo_recipe_is_a_clear_error():
+    recipe = ROOT / "recipes/SmolLM2-135M-Instruct/codapo/config_demo.yaml"
+    with pytest.raises(ValueError, match="sets CoDaPO options"):
+        codapo_math.parse(["--config", str(recipe), "--algorithm", "grpo"])
+
+
 def test_no_arguments_means_the_embedded_default():
     script_args, training_args, model_args = codapo_math.parse([])
     assert model_args.model_name_or_path == "embedded/SmolLM2-135M-Instruct"
