@@ -803,6 +803,35 @@ class AnalysisResult:
             "created": self.created,
         }
 
+    @classmethod
+    def load(cls, output_dir: str | os.PathLike) -> AnalysisResult:
+        """Read a saved analysis back (`summary.json` and `trajectories.jsonl`), e.g. to redraw its figures or
+        tables without sampling again. Questions come back with their id, row index and level only."""
+        out = Path(output_dir)
+        for name in (SUMMARY_FILE, TRAJECTORIES_FILE):
+            if not (out / name).is_file():
+                raise FileNotFoundError(f"No {name} in {out}: not the output directory of an analysis.")
+        summary = json.loads((out / SUMMARY_FILE).read_text(encoding="utf-8"))
+        with (out / TRAJECTORIES_FILE).open(encoding="utf-8") as f:
+            records = [TrajectoryRecord(**json.loads(line)) for line in f if line.strip()]
+        levels = {str(r.level): r.level for r in records}  # JSON object keys are strings; the records keep the type
+        index = {r.question_id: r.question_index for r in records}
+        questions = [
+            Question(index.get(qid, -1), qid, levels.get(level, level), [], "", "", "")
+            for level, ids in summary["questions"].items()
+            for qid in ids
+        ]
+        return cls(
+            checkpoints=[Checkpoint(**c) for c in summary["checkpoints"]],
+            questions=questions,
+            records=records,
+            group_by=summary["group_by"],
+            config=summary["config"],
+            timing=summary["timing"],
+            training_logs=summary.get("training_logs", {}),
+            created=summary.get("created", ""),
+        )
+
     def write_records(self, path: str | os.PathLike, records: Sequence[TrajectoryRecord] | None = None, mode="w"):
         with open(path, mode, encoding="utf-8") as f:
             for record in self.records if records is None else records:
@@ -1439,6 +1468,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     logs.add_argument("--question-log", type=Path, default=None, help="per-question JSONL (default: found in the run)")
     logs.add_argument("--logs-only", action="store_true", help="only plot the training logs (no sampling)")
+    logs.add_argument(
+        "--replot", type=Path, default=None, metavar="DIR", help="redraw the tables and figures of a saved analysis"
+    )
     output = parser.add_argument_group("output")
     output.add_argument("--output-dir", type=Path, default=None, help="default: outputs/analysis/<run>-<time>")
     output.add_argument("--no-plots", action="store_true", help="no figures")
@@ -1488,6 +1520,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.logs_only:
             return _logs_only(args)
+        if args.replot is not None:
+            result = AnalysisResult.load(args.replot)
+            output_dir = args.output_dir or args.replot
+            result.save(output_dir, plots=not args.no_plots, records=output_dir != args.replot)
+            _report(result, output_dir)
+            return 0
         if not args.checkpoints and args.base is None:
             return _error("give checkpoints (a run directory or checkpoint folders) and/or --base.")
         name = str(args.checkpoints[0]) if args.checkpoints else str(args.base)

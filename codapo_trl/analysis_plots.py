@@ -54,6 +54,7 @@ __all__ = [
 CORRECT_COLOR = "#1b9e77"
 INCORRECT_COLOR = "#d95f02"
 _CLASSES = ((True, "correct", CORRECT_COLOR), (False, "incorrect", INCORRECT_COLOR))
+_MARKERS = ("o", "s", "^", "D", "v", "P", "X")  # levels stay apart where their curves coincide
 DYNAMICS_PANELS = (
     ("share", "share of trajectories"),
     ("confidence_correct", "confidence, correct trajectories"),
@@ -76,7 +77,7 @@ def save_figure(figure: Figure, output_dir: str | os.PathLike, stem: str, dpi: i
 
 def _class_legend(figure: Figure, extra: Sequence[Line2D] = ()) -> None:
     handles = [Line2D([], [], marker="o", ls="", color=c, label=name) for _, name, c in _CLASSES] + list(extra)
-    figure.legend(handles=handles, loc="outside upper center", ncol=len(handles), frameon=False)
+    figure.legend(handles=handles, loc="outside lower center", ncol=len(handles), frameon=False)
 
 
 def _level_colors(n: int) -> list:
@@ -211,7 +212,8 @@ def plot_gradient_norms(
                 ax.text(0.5, 0.5, "no trajectories", transform=ax.transAxes, ha="center", fontsize=8)
             ax.set_title(f"{result.checkpoint_label(step)} · {result.group_label(group)}", fontsize=9)
             ax.grid(alpha=0.25, lw=0.5)
-            ax.tick_params(labelsize=7)
+            ax.tick_params(which="both", labelsize=7)
+            ax.yaxis.set_major_locator(ticker.MaxNLocator(integer=True))
             if row == len(steps) - 1:
                 ax.set_xlabel(label, fontsize=8)
             if col == 0:
@@ -265,8 +267,10 @@ def _draw_training_accuracy(ax: Axes, rows: Sequence[dict[str, Any]]) -> bool:
     curves = _training_level_accuracy(rows)
     if not curves:
         return False
-    for (level, (x, y)), color in zip(curves.items(), _level_colors(len(curves))):
-        ax.plot(x, y, marker=".", ms=4, lw=1.3, color=color, label=f"Level {level}")
+    for i, ((level, (x, y)), color) in enumerate(zip(curves.items(), _level_colors(len(curves)))):
+        ax.plot(
+            x, y, marker=_MARKERS[i % len(_MARKERS)], ms=4, mfc="none", lw=1.3, color=color, label=f"Level {level}"
+        )
     ax.set_xlabel("training step (update)")
     ax.set_ylabel("accuracy of training rollouts")
     ax.set_ylim(-0.02, 1.02)
@@ -298,9 +302,10 @@ def plot_accuracy(
     ax = axes[0][0]
     accuracy = result.accuracy()
     groups = result.groups
-    for group, color in zip(groups, _level_colors(len(groups))):
+    for i, (group, color) in enumerate(zip(groups, _level_colors(len(groups)))):
         y = [accuracy[s][group]["accuracy"] for s in result.steps]
-        ax.plot(result.steps, y, marker="o", lw=1.5, color=color, label=result.group_label(group))
+        marker = _MARKERS[i % len(_MARKERS)]
+        ax.plot(result.steps, y, marker=marker, ms=6, mfc="none", lw=1.5, color=color, label=result.group_label(group))
     ax.set_xlabel("checkpoint step")
     ax.set_ylabel(f"accuracy ({result.config.get('samples_per_question')} samples / question)")
     ax.set_ylim(-0.02, 1.02)

@@ -495,6 +495,18 @@ def test_cli_end_to_end(run_dir, leveled_file, tmp_path, capsys):
     assert len(rows) == 2 * 1 * 2 and {r["step"] for r in rows} == {2}
     assert (out / "gradient_norms.png").stat().st_size > 0
 
+    # a saved analysis reads back, and --replot redraws the same tables without sampling
+    loaded = AnalysisResult.load(out)
+    summary = json.loads((out / "summary.json").read_text())
+    assert loaded.steps == [2] and loaded.groups == [1, 2]
+    assert loaded.table("grad_norm")[2][1] == pytest.approx(summary["tables"]["grad_norm"]["2"]["1"])
+    again = tmp_path / "replot"
+    assert main(["--replot", str(out), "--output-dir", str(again), "--no-plots"]) == 0
+    assert (again / "tables.md").read_text() == (out / "tables.md").read_text()
+    assert (again / "trajectories.jsonl").read_text() == (out / "trajectories.jsonl").read_text()
+    assert main(["--replot", str(tmp_path)]) == 2
+    assert "not the output directory of an analysis" in capsys.readouterr().err
+
 
 def test_vllm_backend_samples_then_scores_with_transformers(tiny_model_dir, leveled_file, monkeypatch):
     """The vLLM path with a stand-in module: its token ids are scored by the checkpoint loaded with transformers."""
