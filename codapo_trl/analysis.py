@@ -26,17 +26,18 @@ gradient norms and advantages (the layout of the paper's Appendix B tables), and
 Command line: `codapo-analyze` (or `python -m codapo_trl.analysis`), e.g. on CPU:
 
 ```bash
-codapo-analyze outputs/demo --base embedded/SmolLM2-135M-Instruct --dataset arithmetic --levels 1 3 5 \\
-    --questions-per-level 5 --samples-per-question 4 --max-new-tokens 64 --grad-params lm_head
+codapo-analyze outputs/SmolLM2-135M-Instruct-CoDaPO-demo --base embedded/SmolLM2-135M-Instruct --dataset arithmetic \\
+    --levels 1 3 5 --questions-per-level 5 --samples-per-question 4 --max-new-tokens 48 --grad-params lm_head
 ```
 
 Python:
 
 ```python
 >>> from codapo_trl.analysis import analyze_checkpoints
->>> result = analyze_checkpoints(["outputs/demo"], "arithmetic", base="embedded/SmolLM2-135M-Instruct",
-...                              levels=[1, 3, 5], questions_per_level=5, samples_per_question=4,
-...                              max_new_tokens=64, grad_params="lm_head", output_dir="outputs/analysis/demo")
+>>> result = analyze_checkpoints(["outputs/SmolLM2-135M-Instruct-CoDaPO-demo"], "arithmetic",
+...                              base="embedded/SmolLM2-135M-Instruct", levels=[1, 3, 5], questions_per_level=5,
+...                              samples_per_question=4, max_new_tokens=48, grad_params="lm_head",
+...                              output_dir="outputs/analysis/demo")
 >>> print(result.format_table("confidence"))  # doctest: +SKIP
 ```
 """
@@ -85,6 +86,8 @@ __all__ = [
     "Question",
     "TrajectoryRecord",
     "analyze_checkpoints",
+    "bin_label",
+    "difficulty_bin",
     "find_checkpoints",
     "find_training_logs",
     "group_advantages",
@@ -170,8 +173,9 @@ def find_checkpoints(
     """The checkpoints to analyse, in step order.
 
     Args:
-        paths (`Sequence[str | os.PathLike]`): run directories (every `checkpoint-<step>` folder in them is taken) or
-            model folders (`checkpoint-<step>`, or any folder with a `trainer_state.json` that gives its step).
+        paths (`Sequence[str | os.PathLike]`): run directories (every `checkpoint-<step>` folder in them is taken, and
+            the final model in the run's root when its `trainer_state.json` step is past the last checkpoint) or model
+            folders (`checkpoint-<step>`, or any folder with a `trainer_state.json` that gives its step).
         base (`str`, *optional*): the model training started from (alias, path or hub id), analysed as step 0.
         steps (`Iterable[int]`, *optional*): keep only these steps (e.g. the paper's 0, 60 and 240).
 
@@ -201,6 +205,10 @@ def find_checkpoints(
                     continue
                 step = int(_CHECKPOINT_RE.fullmatch(sub.name).group(1))
                 found.append(Checkpoint(step, str(sub), f"step {step}"))
+            # the final model saved in the run's root, when it is newer than its last checkpoint
+            final = _step_of(path) if _is_model_dir(path) else None
+            if final is not None and all(final > c.step for c in found if Path(c.path).parent == path):
+                found.append(Checkpoint(final, str(path), f"step {final} (final)"))
         elif _is_model_dir(path):
             step = _step_of(path)
             if step is None:
@@ -707,7 +715,7 @@ class AnalysisResult:
             out[step] = {}
             for group in self.groups:
                 cell = self.cell(step, group)
-                questions = {r.question_id: r.difficulty for r in cell}
+                questions = {r.question_index: r.difficulty for r in cell}
                 correct = [r.confidence for r in cell if r.correct]
                 incorrect = [r.confidence for r in cell if not r.correct]
                 out[step][group] = {
@@ -1153,12 +1161,10 @@ def _analyze_checkpoint(
     timing["grading_s"] = time.perf_counter() - tic
 
     target = resolve_grad_params(model, grad_params)
-    prompt_ids = {
-        q.question_id: tok(render_prompt(tok, q.prompt), add_special_tokens=False)["input_ids"] for q in questions
-    }
+    prompt_ids = {q.index: tok(render_prompt(tok, q.prompt), add_special_tokens=False)["input_ids"] for q in questions}
     if target.kind == "lm_head" and flat:
         q0, _, c0 = flat[0]
-        _check_lm_head_path(model, prompt_ids[q0.question_id], c0.token_ids, config.temperature)
+        _check_lm_head_path(model, prompt_ids[q0.index], c0.token_ids, config.temperature)
     tic = time.perf_counter()
     scores: list[tuple[float, float | None]] = []
     iterator: Iterable = flat
@@ -1169,7 +1175,7 @@ def _analyze_checkpoint(
     for q, _, c in iterator:
         scores.append(
             trajectory_statistics(
-                model, prompt_ids[q.question_id], c.token_ids, temperature=config.temperature, target=target
+                model, prompt_ids[q.index], c.token_ids, temperature=config.temperature, target=target
             )
         )
     timing["scoring_s"] = time.perf_counter() - tic

@@ -620,6 +620,13 @@ def test_checkpoint_discovery_and_errors(run_dir, tiny_model_dir, tmp_path):
     assert [(c.step, c.label) for c in found] == [(0, "step 0 (base)"), (1, "step 1"), (2, "step 2")]
     assert [c.step for c in find_checkpoints([run_dir], steps=[2])] == [2]
     assert [c.step for c in find_checkpoints([run_dir / "checkpoint-2"])] == [2]
+    # a final model in the run's root counts when it is newer than the last checkpoint
+    for name in ("config.json", "model.safetensors"):
+        shutil.copy(run_dir / "checkpoint-2" / name, run_dir / name)
+    (run_dir / "trainer_state.json").write_text(json.dumps({"global_step": 2, "log_history": []}))
+    assert [c.label for c in find_checkpoints([run_dir])] == ["step 1", "step 2"]
+    (run_dir / "trainer_state.json").write_text(json.dumps({"global_step": 3, "log_history": []}))
+    assert [c.label for c in find_checkpoints([run_dir])] == ["step 1", "step 2", "step 3 (final)"]
     with pytest.raises(FileNotFoundError, match="No such checkpoint"):
         find_checkpoints([tmp_path / "nowhere"])
     (tmp_path / "empty").mkdir()
