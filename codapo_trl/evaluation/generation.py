@@ -95,12 +95,14 @@ class GenerationRequest:
 
 @dataclass(frozen=True)
 class Completion:
-    """One sample: its text (special tokens removed), its number of generated tokens (the stop token included) and
-    why it ended (`"stop"`: a stop token; `"length"`: `max_new_tokens`)."""
+    """One sample: its text (special tokens removed), its number of generated tokens (the stop token included), why
+    it ended (`"stop"`: a stop token; `"length"`: `max_new_tokens`) and the generated token ids (the stop token
+    included, so `len(token_ids) == num_tokens`; empty from a backend that does not report them)."""
 
     text: str
     num_tokens: int
     finish_reason: str
+    token_ids: tuple[int, ...] = ()
 
 
 class Generator(Protocol):
@@ -342,7 +344,10 @@ class TransformersGenerator:
             end = next((i for i, token in enumerate(row) if token in stop), None)
             tokens = row if end is None else row[:end]
             text = self.tokenizer.decode(tokens, skip_special_tokens=True)
-            completions.append(Completion(text, len(tokens) + (end is not None), "length" if end is None else "stop"))
+            token_ids = tuple(row if end is None else row[: end + 1])
+            completions.append(
+                Completion(text, len(token_ids), "length" if end is None else "stop", token_ids=token_ids)
+            )
         return completions
 
 
@@ -402,7 +407,12 @@ class VLLMGenerator:
         results = []
         for output in outputs:
             samples = [
-                Completion(o.text, len(o.token_ids), "length" if o.finish_reason == "length" else "stop")
+                Completion(
+                    o.text,
+                    len(o.token_ids),
+                    "length" if o.finish_reason == "length" else "stop",
+                    token_ids=tuple(int(t) for t in o.token_ids),
+                )
                 for o in output.outputs
             ]
             results.append(samples)
