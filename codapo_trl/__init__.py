@@ -17,6 +17,8 @@ _EXPORTS = {
     "GRPODynamicsTrainer": ".dynamics_logging",
     "math_accuracy_reward": ".rewards",
     "evaluate_model": ".evaluation",
+    "analyze_checkpoints": ".analysis",
+    "plot_training_dynamics": ".analysis",
     "pass_at_k": ".evaluation",
     "get_reward_funcs": ".rewards",
     "SYSTEM_PROMPT": ".data",
@@ -32,6 +34,8 @@ __all__ = [
     "CoDaPOConfig",
     "CoDaPOTrainer",
     "DynamicsMixin",
+    "analyze_checkpoints",
+    "plot_training_dynamics",
     "evaluate_model",
     "pass_at_k",
     "GRPODynamicsTrainer",
@@ -43,6 +47,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:  # pragma: no cover
+    from .analysis import analyze_checkpoints, plot_training_dynamics
     from .config import CoDaPOConfig
     from .data import SYSTEM_PROMPT, load_math_dataset, make_arithmetic_dataset
     from .dynamics_logging import DynamicsMixin, GRPODynamicsTrainer
