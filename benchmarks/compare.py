@@ -216,8 +216,9 @@ def write_report(records: list[dict], base: dict, options: argparse.Namespace, c
         "",
         "## Where the training compute went",
         "",
-        "Share of trained rollouts per difficulty bin of their question (d = error rate of its group), and share of "
-        "the absolute token-update weight |w| = |1_unclipped rho A v| (rollouts x mean |w|), summed over all updates.",
+        "Share (%) of trained rollouts per difficulty bin of their question (d = error rate of its group), and share "
+        "(%) of the absolute token-update weight, `|w| = |1_unclipped rho A v|` (rollouts x mean `|w|`), summed over "
+        "all updates.",
         "",
         "| Arm | "
         + " | ".join(f"{b} rollouts" for b in BIN_LABELS)
