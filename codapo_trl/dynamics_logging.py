@@ -334,28 +334,41 @@ class DynamicsMixin:
             os.fsync(f.fileno())
 
     # ------------------------------------------------------------------ checkpoints
-    def _save_checkpoint(self, model, trial):
-        super()._save_checkpoint(model, trial)
-        output_dir = os.path.join(
+    def _save_rank_state(self, trial, name: str, payload: dict) -> None:
+        """Write this process's `payload` into the checkpoint being saved, as `name` formatted with its rank."""
+        directory = os.path.join(
             self._get_output_dir(trial=trial), f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
         )
+        os.makedirs(directory, exist_ok=True)
+        path = os.path.join(directory, name.format(rank=self.accelerator.process_index))
+        torch.save(payload, path + ".tmp")
+        os.replace(path + ".tmp", path)  # a crash mid-write never leaves a truncated state file
+
+    def _load_rank_state(self, checkpoint: str, name: str) -> dict | None:
+        """This process's payload saved by [`_save_rank_state`] in `checkpoint`, or `None` when there is none."""
+        path = os.path.join(checkpoint, name.format(rank=self.accelerator.process_index))
+        if not os.path.exists(path):
+            return None
+        return torch.load(path, weights_only=False, map_location="cpu")
+
+    def _save_checkpoint(self, model, trial):
+        super()._save_checkpoint(model, trial)
         log = self.question_log_path
         payload = {
             "generated_tokens": self._budget.generated_tokens,
             "seen_prompts": sorted(self._budget.seen_prompts),
             "question_log_bytes": os.path.getsize(log) if log and os.path.exists(log) else 0,
         }
-        _save_rank_file(payload, output_dir, STATE_FILE.format(rank=self.accelerator.process_index))
+        self._save_rank_state(trial, STATE_FILE, payload)
 
     def _load_optimizer_and_scheduler(self, checkpoint):
         super()._load_optimizer_and_scheduler(checkpoint)
         if checkpoint is None:
             return
-        path = os.path.join(checkpoint, STATE_FILE.format(rank=self.accelerator.process_index))
-        if not os.path.exists(path):
+        payload = self._load_rank_state(checkpoint, STATE_FILE)
+        if payload is None:
             logger.warning("No training-dynamics state in %s: budget counters restart from zero.", checkpoint)
             return
-        payload = torch.load(path, weights_only=False, map_location="cpu")
         self._budget = BudgetState(payload["generated_tokens"], set(payload["seen_prompts"]))
         log = self.question_log_path
         if log and self.accelerator.is_main_process and os.path.exists(log):
@@ -367,13 +380,6 @@ class DynamicsMixin:
 def _finite_or_none(value: torch.Tensor) -> float | None:
     value = float(value)
     return value if value == value else None  # NaN -> None (JSON has no NaN)
-
-
-def _save_rank_file(payload: dict, directory: str, name: str) -> None:
-    os.makedirs(directory, exist_ok=True)
-    path = os.path.join(directory, name)
-    torch.save(payload, path + ".tmp")
-    os.replace(path + ".tmp", path)
 
 
 class GRPODynamicsTrainer(DynamicsMixin, GRPOTrainer):

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import copy
 import logging
-import os
 import textwrap
 from collections import defaultdict, deque
 from dataclasses import dataclass
@@ -26,13 +25,12 @@ from typing import Any
 import torch
 from accelerate.utils import gather_object
 from datasets import IterableDataset
-from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 from trl import GRPOTrainer
 from trl.trainer.utils import RepeatSampler
 
 from . import coda
 from .config import CODAPO_LOSS_TYPES, CoDaPOConfig
-from .dynamics_logging import DynamicsMixin, GroupStats, _save_rank_file
+from .dynamics_logging import DynamicsMixin, GroupStats
 
 
 logger = logging.getLogger(__name__)
@@ -337,9 +335,6 @@ class CoDaPOTrainer(DynamicsMixin, GRPOTrainer):
     # ------------------------------------------------------------------ checkpoints
     def _save_checkpoint(self, model, trial):
         super()._save_checkpoint(model, trial)
-        output_dir = os.path.join(
-            self._get_output_dir(trial=trial), f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
-        )
         state = self._codapo
         pending = state.pending
         if pending is not None:
@@ -350,17 +345,16 @@ class CoDaPOTrainer(DynamicsMixin, GRPOTrainer):
             "pending": pending,
             "num_processes": self.accelerator.num_processes,
         }
-        _save_rank_file(payload, output_dir, STATE_FILE.format(rank=self.accelerator.process_index))
+        self._save_rank_state(trial, STATE_FILE, payload)
 
     def _load_optimizer_and_scheduler(self, checkpoint):
         super()._load_optimizer_and_scheduler(checkpoint)
         if checkpoint is None:
             return
-        path = os.path.join(checkpoint, STATE_FILE.format(rank=self.accelerator.process_index))
-        if not os.path.exists(path):
+        payload = self._load_rank_state(checkpoint, STATE_FILE)
+        if payload is None:
             logger.warning("No CoDaPO state in %s: an S update due next is taken on B again.", checkpoint)
             return
-        payload = torch.load(path, weights_only=False, map_location="cpu")
         same_layout = payload.get("num_processes") == self.accelerator.num_processes
         self._codapo = CoDaPOState(
             selection=payload["selection"],

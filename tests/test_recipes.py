@@ -99,10 +99,9 @@ def write_tiny_recipe(path: Path, model: str, output_dir: Path, **extra) -> Path
         max_completion_length=8,
         per_device_train_batch_size=4,
         gradient_accumulation_steps=2,
-        save_steps=1,
         dataset_limit=64,
-        **extra,
     )
+    recipe.update({"save_strategy": "steps", "save_steps": 1, **extra})
     path.write_text(yaml.safe_dump(recipe))
     return path
 
