@@ -2,11 +2,16 @@
 
 Both trainers get the same model, data, seed, batch layout and generated-token budget (every completion is forced
 to exactly `--max-completion-length` tokens, so both generate the same number of tokens per update). Runs alternate
-between the two trainers; the first two updates (one B/S pair) of each run are warm-up and not counted. The last line printed contains
-the word `ratio`: mean seconds per update of CoDaPO divided by GRPO's.
+between the trainers; the first two updates (one B/S pair) of each run are warm-up and not counted. The last line
+printed contains the word `ratio`: mean seconds per update of CoDaPO divided by GRPO's.
 
-    python benchmarks/step_overhead.py --model tiny
-    python benchmarks/step_overhead.py --model embedded/SmolLM2-135M-Instruct
+With `--dynamics-off` two more arms run: CoDaPO without its `dynamics/` metrics, and `GRPODynamicsTrainer` (TRL's
+GRPO plus the metrics). Besides the wall-time ratios, which carry the noise of separate runs, the cost of the
+metrics is measured inside each run: the time spent in the methods that exist only for them, as a share of the run.
+
+    python benchmarks/step_overhead.py --model tiny --updates 10 --repeats 3 --dynamics-off
+    python benchmarks/step_overhead.py --model embedded/SmolLM2-135M-Instruct --updates 4 --repeats 2 \
+        --max-completion-length 48 --dynamics-off
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections import defaultdict
 from pathlib import Path
 
 from datasets import Dataset
@@ -27,7 +33,28 @@ from trl import GRPOConfig, GRPOTrainer
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from codapo_trl import CoDaPOConfig, CoDaPOTrainer  # noqa: E402
+from codapo_trl import CoDaPOConfig, CoDaPOTrainer, GRPODynamicsTrainer  # noqa: E402
+
+
+# The methods that exist only for the `dynamics/` metrics: their time, measured inside the run, is the metrics' cost.
+DYNAMICS_METHODS = ("_accumulate_bins", "_flush_update_metrics")
+
+
+def instrument(trainer, names: tuple[str, ...]) -> dict[str, float]:
+    """Wrap the trainer's methods `names` so that the seconds spent in each are summed into the returned dict."""
+    spent: dict[str, float] = defaultdict(float)
+    for name in names:
+        original = getattr(trainer, name)
+
+        def timed(*args, _original=original, _name=name, **kwargs):
+            start = time.perf_counter()
+            try:
+                return _original(*args, **kwargs)
+            finally:
+                spent[_name] += time.perf_counter() - start
+
+        setattr(trainer, name, timed)
+    return spent
 
 
 class UpdateTimer(TrainerCallback):
@@ -85,7 +112,11 @@ def contains_answer(completions, answer, **kwargs) -> list[float]:
     return [float(gold in text) for text, gold in zip(texts, answer)]
 
 
-def run(trainer_cls, config_cls, model: str, options: argparse.Namespace, workdir: Path, **extra) -> list[float]:
+def run(
+    trainer_cls, config_cls, model: str, options: argparse.Namespace, workdir: Path, **extra
+) -> tuple[list[float], float]:
+    """Train for `options.updates` timed updates (after a warm-up pair); returns the seconds of each timed update
+    and the share of all the run's time spent in the dynamics-only methods (0 for TRL's trainer)."""
     args = config_cls(
         output_dir=str(workdir / trainer_cls.__name__),
         per_device_train_batch_size=options.micro_batch,
@@ -113,8 +144,10 @@ def run(trainer_cls, config_cls, model: str, options: argparse.Namespace, workdi
         train_dataset=arithmetic_prompts(16 * options.questions, options.seed),
         callbacks=[timer],
     )
+    spent = instrument(trainer, DYNAMICS_METHODS) if hasattr(trainer, "_accumulate_bins") else {}
     trainer.train()
-    return timer.seconds[2:]  # the first B/S pair warms caches up; whole pairs are timed
+    share = sum(spent.values()) / sum(timer.seconds)
+    return timer.seconds[2:], share  # the first B/S pair warms caches up; whole pairs are timed
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -140,30 +173,30 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
         model = resolve_model(options.model, workdir)
-        times: dict[str, list[float]] = {"GRPO": [], "CoDaPO": []}
+        arms = {
+            "GRPO": (GRPOTrainer, GRPOConfig, {}),
+            "CoDaPO": (CoDaPOTrainer, CoDaPOConfig, {"codapo_resample_timing": options.timing}),
+        }
         if options.dynamics_off:
-            times["CoDaPO-nodyn"] = []
-        for _ in range(options.repeats):
-            times["GRPO"] += run(GRPOTrainer, GRPOConfig, model, options, workdir)
-            times["CoDaPO"] += run(
-                CoDaPOTrainer, CoDaPOConfig, model, options, workdir, codapo_resample_timing=options.timing
+            arms["CoDaPO-nodyn"] = (
+                CoDaPOTrainer,
+                CoDaPOConfig,
+                {"codapo_resample_timing": options.timing, "codapo_dynamics": False},
             )
-            if options.dynamics_off:
-                times["CoDaPO-nodyn"] += run(
-                    CoDaPOTrainer,
-                    CoDaPOConfig,
-                    model,
-                    options,
-                    workdir,
-                    codapo_resample_timing=options.timing,
-                    codapo_dynamics=False,
-                )
+            arms["GRPO+dyn"] = (GRPODynamicsTrainer, GRPOConfig, {})
+        times: dict[str, list[float]] = {name: [] for name in arms}
+        shares: dict[str, list[float]] = {name: [] for name in arms}
+        for _ in range(options.repeats):
+            for name, (trainer_cls, config_cls, extra) in arms.items():
+                seconds, share = run(trainer_cls, config_cls, model, options, workdir, **extra)
+                times[name] += seconds
+                shares[name].append(share)
     tokens = options.questions * options.num_generations * options.max_completion_length
     print(f"model={options.model} |B|={options.questions} G={options.num_generations} "
           f"tokens/update={tokens} micro_batch={options.micro_batch} timing={options.timing}")  # fmt: skip
     for name, seconds in times.items():
         print(
-            f"{name:7s} {statistics.mean(seconds):8.3f} s/update  (median {statistics.median(seconds):.3f}, "
+            f"{name:12s} {statistics.mean(seconds):8.3f} s/update  (median {statistics.median(seconds):.3f}, "
             f"n={len(seconds)}, {tokens / statistics.mean(seconds):.0f} generated tokens/s)"
         )
     # Timed updates start at the third one (a B update): even positions are B updates, odd ones S updates.
@@ -179,7 +212,13 @@ def main(argv: list[str] | None = None) -> None:
         )
     if options.dynamics_off:
         dyn = statistics.mean(times["CoDaPO"]) / statistics.mean(times["CoDaPO-nodyn"])
-        print(f"dynamics overhead (CoDaPO with / without dynamics metrics): {dyn:.3f}")
+        print(f"dynamics overhead, wall time (CoDaPO with / without dynamics metrics): {dyn:.3f}")
+        for name in ("CoDaPO", "GRPO+dyn"):
+            print(f"dynamics overhead, measured inside {name}'s runs: {100 * statistics.mean(shares[name]):.2f} % of "
+                  "the run's time in the dynamics-only methods")  # fmt: skip
+        grpo_dyn = statistics.mean(times["GRPO+dyn"]) / statistics.mean(times["GRPO"])
+        print(f"GRPODynamicsTrainer / GRPOTrainer (s per update; includes recording log-probs at generation): "
+              f"{grpo_dyn:.3f}")  # fmt: skip
     ratio = statistics.mean(times["CoDaPO"]) / statistics.mean(times["GRPO"])
     print(f"ratio CoDaPO/GRPO (s per update): {ratio:.3f}")
 
