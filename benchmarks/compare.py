@@ -62,6 +62,23 @@ ARMS: dict[str, list[str]] = {
     "dr_grpo": ["--algorithm", "dr_grpo", "--loss_type", "dr_grpo", "--scale_rewards", "none"],
     "gpg": ["--algorithm", "gpg"],
 }
+GPU_PLAN = """## The GPU plan: the paper's Qwen2.5-Math-1.5B comparison
+
+The paper's main comparison (Qwen2.5-Math-1.5B on MATH, 16 questions x G = 8 per update, lr 1e-6, temperature 1.0,
+K = 4, seed 42, vLLM colocated) on 4 GPUs, one run per algorithm, then the paper's evaluation protocol
+(avg@32 at temperature 0.6 on the seven maths benchmarks) and the side-by-side table:
+
+    for algo in codapo grpo dapo dr_grpo gpg; do
+      accelerate launch --config_file accelerate_configs/zero3.yaml --num_processes 4 recipes/codapo_math.py \\
+          --config recipes/Qwen2.5-Math-1.5B/$algo/config_math.yaml --output_dir outputs/Qwen2.5-Math-1.5B-$algo
+      codapo-eval outputs/Qwen2.5-Math-1.5B-$algo -b paper-math --output-dir outputs/eval/$algo
+    done
+    codapo-eval --compare outputs/eval/{grpo,dapo,dr_grpo,gpg,codapo}/summary.json
+
+(The weighting-only ablation is the CoDaPO recipe with `--codapo_sampling false`; K is `--codapo_top_k`.) Per-update time on GPU:
+`python benchmarks/step_overhead.py --device cuda --model PATH` times GRPO and CoDaPO with transformers generation
+on one GPU."""
+
 LABELS = {
     "grpo": "GRPO",
     "codapo": "CoDaPO",
@@ -197,6 +214,17 @@ def write_report(records: list[dict], base: dict, options: argparse.Namespace, c
     for arm in arms:
         cells = [spread([r["final"][lv] for r in by_arm[arm]]) for lv in levels]
         lines.append(f"| {LABELS[arm]} | " + " | ".join(cells) + " |")
+    steps = [point["step"] for point in records[0]["curve"]]
+    lines += [
+        "",
+        "## Held-out accuracy during training (all levels)",
+        "",
+        "| Arm | " + " | ".join(f"update {step}" for step in steps) + " |",
+        "|---|" + "---|" * len(steps),
+    ]
+    for arm in arms:
+        cells = [spread([r["curve"][i]["all"] for r in by_arm[arm]]) for i in range(len(steps))]
+        lines.append(f"| {LABELS[arm]} | " + " | ".join(cells) + " |")
     grpo_time = (
         statistics.mean(t for r in by_arm.get("grpo", []) for t in r["step_seconds"]) if "grpo" in by_arm else None
     )
@@ -244,7 +272,12 @@ def write_report(records: list[dict], base: dict, options: argparse.Namespace, c
         "![training reward](reward.png)",
         "",
         "![compute per difficulty bin](bins.png)",
+        "",
+        GPU_PLAN,
     ]
+    discussion = options.output_dir / "discussion.md"
+    if discussion.exists():  # the hand-written reading of these numbers, kept across re-runs of the script
+        lines += ["", discussion.read_text().strip()]
     return "\n".join(lines) + "\n"
 
 
