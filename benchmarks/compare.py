@@ -285,6 +285,7 @@ def plot(records: list[dict], options: argparse.Namespace) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
+    matplotlib.rcParams["svg.hashsalt"] = "codapo-trl"  # the same figures give the same SVG files (clean diffs)
     import matplotlib.pyplot as plt
 
     arms = [a for a in options.arms if any(r["arm"] == a for r in records)]
@@ -309,7 +310,7 @@ def plot(records: list[dict], options: argparse.Namespace) -> None:
     axes[1].set_title("Accuracy against generated tokens")
     fig.tight_layout()
     fig.savefig(out / "accuracy.png", dpi=120)
-    fig.savefig(out / "accuracy.svg")
+    fig.savefig(out / "accuracy.svg", metadata={"Date": None})
     plt.close(fig)
 
     fig, ax = plt.subplots(figsize=(7, 4))
@@ -324,7 +325,7 @@ def plot(records: list[dict], options: argparse.Namespace) -> None:
     ax.legend()
     fig.tight_layout()
     fig.savefig(out / "reward.png", dpi=120)
-    fig.savefig(out / "reward.svg")
+    fig.savefig(out / "reward.svg", metadata={"Date": None})
     plt.close(fig)
 
     fig, axes = plt.subplots(1, 2, figsize=(12, 4))
@@ -350,7 +351,7 @@ def plot(records: list[dict], options: argparse.Namespace) -> None:
         ax.legend()
     fig.tight_layout()
     fig.savefig(out / "bins.png", dpi=120)
-    fig.savefig(out / "bins.svg")
+    fig.savefig(out / "bins.svg", metadata={"Date": None})
     plt.close(fig)
 
 
