@@ -66,6 +66,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from codapo_trl.command_line import read_json_file, timestamped_output_dir, usage_error
 from codapo_trl.data import SYSTEM_PROMPT, parse_level
 from codapo_trl.dynamics import BIN_EDGES, NUM_BINS, describe
 
@@ -954,13 +955,7 @@ def _versions() -> dict[str, str]:
 
 def load_trainer_state(path: str | os.PathLike) -> list[dict[str, Any]]:
     """The `log_history` entries of a `trainer_state.json` that have a `step` (nulls kept as `None`)."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"No such trainer state: {path}")
-    try:
-        state = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as err:
-        raise ValueError(f"{path} is not valid JSON: {err}") from err
+    state = read_json_file(path, "trainer state")
     history = state.get("log_history") if isinstance(state, dict) else None
     if not isinstance(history, list):
         raise ValueError(f"{path} has no log_history: is it a Trainer's trainer_state.json?")
@@ -1420,8 +1415,6 @@ def analyze_checkpoints(
 # Command line
 # ---------------------------------------------------------------------------------------------------------------------
 
-EXIT_USAGE = 2
-
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of `codapo-analyze`."""
@@ -1485,13 +1478,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _default_output_dir(name: str) -> Path:
-    stem = re.sub(r"[^\w.-]+", "_", Path(name.rstrip("/")).name or name).strip("_") or "run"
-    return Path("outputs") / "analysis" / f"{stem}-{_dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
+    return timestamped_output_dir("analysis", name, fallback="run")
 
 
 def _error(message: str) -> int:
-    print(f"codapo-analyze: error: {message}", file=sys.stderr)
-    return EXIT_USAGE
+    return usage_error("codapo-analyze", message)
 
 
 def _logs_only(args: argparse.Namespace) -> int:
@@ -1513,7 +1504,9 @@ def _logs_only(args: argparse.Namespace) -> int:
         figure = plots.plot_training_accuracy(log)
         plots.save_figure(figure, out, "training_accuracy")
         written.append("training_accuracy")
-    print(f"Figures {', '.join(written)} (PNG and SVG) in {out}/")
+    from rich.console import Console
+
+    Console().print(f"Figures {', '.join(written)} (PNG and SVG) in {out}/", markup=False, highlight=False)
     return 0
 
 

@@ -8,14 +8,13 @@ codapo-eval --list-benchmarks                               # the registry
 from __future__ import annotations
 
 import argparse
-import datetime as _dt
 import json
 import logging
-import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from codapo_trl.command_line import timestamped_output_dir, usage_error
 from codapo_trl.data import SYSTEM_PROMPT
 from codapo_trl.data_code import CODE_SYSTEM_PROMPT
 from codapo_trl.evaluation.benchmarks import (
@@ -30,8 +29,6 @@ from codapo_trl.evaluation.metrics import AVG_KEY, compare_summaries, format_lev
 
 
 logger = logging.getLogger("codapo_trl.evaluation")
-
-EXIT_USAGE = 2
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -105,14 +102,8 @@ def _list_benchmarks() -> str:
     return "\n".join(lines)
 
 
-def _default_output_dir(model: str) -> Path:
-    stem = re.sub(r"[^\w.-]+", "_", Path(model.rstrip("/")).name or model).strip("_") or "model"
-    return Path("outputs") / "eval" / f"{stem}-{_dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
-
-
 def _error(message: str) -> int:
-    print(f"codapo-eval: error: {message}", file=sys.stderr)
-    return EXIT_USAGE
+    return usage_error("codapo-eval", message)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -159,7 +150,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     **extra,
                 )
             )
-        output_dir = args.output_dir or _default_output_dir(args.model)
+        output_dir = args.output_dir or timestamped_output_dir("eval", args.model, fallback="model")
         result = evaluate_model(
             args.model,
             benchmarks,

@@ -12,13 +12,14 @@ Definitions, for a question with `n` graded samples of which `c` are correct:
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from codapo_trl.command_line import read_json_file
 
 
 __all__ = [
@@ -293,13 +294,7 @@ def format_level_table(
 
 def load_summary(path: str | os.PathLike) -> dict[str, Any]:
     """Read a `summary.json` written by an evaluation, with a clear error for anything else."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"No such summary file: {path}")
-    try:
-        summary = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as err:
-        raise ValueError(f"{path} is not valid JSON: {err}") from err
+    summary = read_json_file(path, "summary file")
     if not isinstance(summary, dict) or not isinstance(summary.get("benchmarks"), dict):
         raise ValueError(f"{path} is not an evaluation summary (no 'benchmarks' object).")
     return summary
