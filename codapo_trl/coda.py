@@ -199,22 +199,31 @@ def coda_values(
         return offset + v_c(confidence.detach().float()) * v_d(difficulty.detach().float())
 
 
-def select_top_k(values: Tensor | Sequence[float], k: int, batch_size: int) -> list[int]:
+def select_top_k(
+    values: Tensor | Sequence[float],
+    k: int,
+    batch_size: int,
+    difficulty: Tensor | Sequence[float] | None = None,
+) -> list[int]:
     """CoDaSampling: the indices of the top-`k` groups by value, each repeated to fill `batch_size` slots.
 
-    Ties are broken by position (the earlier group first), so the result depends only on the values and is the
-    same on every process that holds the same values. Each selected group appears ``batch_size // k`` times; when
-    `k` does not divide `batch_size`, the highest-valued ``batch_size % k`` groups get one extra copy. The result
-    is ordered by value, highest first, copies of one group next to each other.
+    Only groups with a positive value compete (a question of value 0 would carry no weight in S's loss): the top-`k`
+    of them by value, ties broken by position (the earlier group first). If fewer than `k` values are positive, the
+    positive ones share the batch. If none is (every question solved or unsolved, with no offset), the `k` groups
+    with the highest `difficulty` are taken, unsolved before solved (fresh rollouts of an unsolved question may
+    discover a solution; a solved one's carry no signal), then by position; without `difficulty`, the first `k` by
+    position. NaN values and difficulties (correctness undefined) come last. The result depends only on its
+    arguments, so every process that holds the same gathered values selects the same groups.
 
-    NaN values (questions whose correctness or confidence is undefined) are never selected while any defined value
-    remains; if fewer than `k` values are defined, the defined ones share the batch. Only when no value at all is
-    defined does the selection fall back to the first `k` groups by position.
+    Each selected group appears ``batch_size // n`` times (``n`` the number of selected groups); the highest-valued
+    ``batch_size % n`` groups get one extra copy. The result is ordered by rank, copies of one group together.
 
     Args:
         values (`torch.Tensor` or sequence of floats of length `num_groups`): v_q per group.
         k (`int`): number of distinct groups to keep, ``1 <= k <= num_groups``.
         batch_size (`int`): number of slots to fill, ``batch_size >= k``.
+        difficulty (`torch.Tensor` or sequence of floats, *optional*): d_q per group, for the case where no value is
+            positive.
 
     Returns:
         `list[int]` of length `batch_size`: group indices.
@@ -223,17 +232,35 @@ def select_top_k(values: Tensor | Sequence[float], k: int, batch_size: int) -> l
     ```python
     >>> select_top_k(torch.tensor([0.1, 0.9, 0.5, 0.9]), k=2, batch_size=5)
     [1, 1, 1, 3, 3]
+    >>> select_top_k([0.0, 0.6, 0.0, 0.0], k=2, batch_size=4)  # one positive value: it fills S
+    [1, 1, 1, 1]
+    >>> select_top_k([0.0, 0.0, 0.0], k=2, batch_size=2, difficulty=[0.0, 1.0, 1.0])  # none: the unsolved ones
+    [1, 2]
     ```
     """
-    flat = [float(v) for v in (values.detach().flatten().tolist() if isinstance(values, Tensor) else values)]
+    flat = _floats(values)
     if not 1 <= k <= len(flat):
         raise ValueError(f"k must be between 1 and the number of groups ({len(flat)}), got {k}.")
     if batch_size < k:
         raise ValueError(f"batch_size ({batch_size}) must be at least k ({k}).")
-    defined = [i for i, v in enumerate(flat) if not math.isnan(v)]
-    ranked = sorted(defined, key=lambda i: (-flat[i], i))[:k] if defined else list(range(k))
+    positive = [i for i, v in enumerate(flat) if v > 0]  # NaN > 0 is False
+    if positive:
+        ranked = sorted(positive, key=lambda i: (-flat[i], i))[:k]
+    else:
+        hardness = _floats(difficulty) if difficulty is not None else [0.0] * len(flat)
+        if len(hardness) != len(flat):
+            raise ValueError(f"Got {len(flat)} values but {len(hardness)} difficulties.")
+        ranked = sorted(range(len(flat)), key=lambda i: (math.isnan(hardness[i]), -_nan_to(hardness[i], 0.0), i))[:k]
     copies, extra = divmod(batch_size, len(ranked))
     return [index for rank, index in enumerate(ranked) for _ in range(copies + (1 if rank < extra else 0))]
+
+
+def _floats(values: Tensor | Sequence[float]) -> list[float]:
+    return [float(v) for v in (values.detach().flatten().tolist() if isinstance(values, Tensor) else values)]
+
+
+def _nan_to(value: float, default: float) -> float:
+    return default if math.isnan(value) else value
 
 
 def group_token_counts(mask: Tensor, num_generations: int) -> Tensor:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 from dataclasses import dataclass, field
 from typing import Literal
@@ -9,6 +10,9 @@ from typing import Literal
 from trl import GRPOConfig
 
 from .coda import VALUE_FUNCTIONS
+
+
+logger = logging.getLogger(__name__)
 
 
 TRL_LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo", "cispo", "sapo", "luspo", "vespo")
@@ -174,8 +178,14 @@ class CoDaPOConfig(GRPOConfig):
 
     @property
     def codapo_num_questions(self) -> int:
-        """|B|: the number of questions (groups) in one optimizer update, over all processes."""
+        """|B|: the number of questions (groups) of one phase (one generation batch), over all processes."""
         return self.generation_batch_size // self.num_generations
+
+    @property
+    def codapo_steps_per_phase(self) -> int:
+        """Optimizer steps taken on one phase's rollouts: `steps_per_generation / gradient_accumulation_steps`
+        chunks, each seen `num_iterations` times (1 by default; 8 in the authors' released code)."""
+        return max(1, self.steps_per_generation // self.gradient_accumulation_steps) * self.num_iterations
 
     def __post_init__(self):
         super().__post_init__()
@@ -204,24 +214,38 @@ class CoDaPOConfig(GRPOConfig):
         if self.codapo_correctness_reward is not None and not self.codapo_correctness_reward.strip():
             raise ValueError("codapo_correctness_reward must be a reward function name or None, not an empty string.")
 
+        if self.codapo_top_k is not None and (
+            isinstance(self.codapo_top_k, bool) or not isinstance(self.codapo_top_k, int)
+        ):
+            raise ValueError(
+                f"codapo_top_k must be a whole number of questions (or None for a quarter of |B|), got "
+                f"{self.codapo_top_k!r} of type {type(self.codapo_top_k).__name__}."
+            )
+
         if not self.codapo_enabled:
             return
-        if self.steps_per_generation != self.gradient_accumulation_steps:
+        if self.codapo_sampling and self.steps_per_generation % self.gradient_accumulation_steps:
             raise ValueError(
-                "CoDaPO weighs and resamples the questions of one optimizer update, so every generation batch must "
-                f"be exactly one update: steps_per_generation ({self.steps_per_generation}) must equal "
-                f"gradient_accumulation_steps ({self.gradient_accumulation_steps}). Leave steps_per_generation and "
-                "generation_batch_size unset (they then default to one update), or disable codapo_weighting, "
-                "codapo_sampling and the 'codapo'/'gpg' loss types."
+                "With codapo_sampling, B's and S's rollouts must never share an optimizer step, so a generation batch "
+                f"must be a whole number of optimizer steps: steps_per_generation ({self.steps_per_generation}) must "
+                f"be a multiple of gradient_accumulation_steps ({self.gradient_accumulation_steps}). Set "
+                "steps_per_generation (or generation_batch_size) accordingly, or codapo_sampling=False."
             )
-        if self.codapo_sampling and self.num_iterations != 1:
-            raise ValueError(
-                f"codapo_sampling takes exactly one update on B and one on S per step, so num_iterations must be 1 "
-                f"(got {self.num_iterations}). Set num_iterations=1 or codapo_sampling=False."
-            )
+        self._warn_about_objective_changes()
 
         if not self.codapo_sampling:
             return
+        steps_per_pair = 2 * self.codapo_steps_per_phase
+        if self.max_steps > 0 and self.max_steps % steps_per_pair:
+            logger.warning(
+                "max_steps=%d is not a multiple of one B+S pair (%d optimizer steps: 2 phases x %d): the run stops "
+                "inside a pair, so the last B's selection (and, for before_update, S's rollouts) is generated for "
+                "steps that never run. Use a multiple of %d.",
+                self.max_steps,
+                steps_per_pair,
+                self.codapo_steps_per_phase,
+                steps_per_pair,
+            )
         num_questions = self.codapo_num_questions
         if self.codapo_top_k is None:
             self.codapo_top_k = max(1, num_questions // 4)
@@ -231,3 +255,46 @@ class CoDaPOConfig(GRPOConfig):
                 f"|B| = generation_batch_size / num_generations = {self.generation_batch_size} / "
                 f"{self.num_generations} = {num_questions}. Lower codapo_top_k or raise the batch size."
             )
+
+    def _warn_about_objective_changes(self) -> None:
+        """Warn once, at construction, about every TRL option that changes what the CoDaPO objective optimizes."""
+        changes = []
+        if self.beta != 0.0:
+            changes.append(
+                f"beta={self.beta}: TRL's KL term is a plain token mean over the batch, not weighted by the values "
+                "v_j nor averaged per question"
+            )
+        if self.entropy_coef != 0.0 or self.use_adaptive_entropy:
+            changes.append(
+                "entropy_coef/use_adaptive_entropy: TRL adds its entropy bonus as a plain token mean over each micro-batch, "
+                "not weighted by the question values"
+            )
+        if self.scale_rewards != "group":
+            changes.append(
+                f"scale_rewards={self.scale_rewards!r}: advantages are not the paper's group-normalised ones "
+                "(A = (r - mean) / std over the question's rollouts)"
+            )
+        if self.importance_sampling_level != "token":
+            changes.append(
+                f"importance_sampling_level={self.importance_sampling_level!r}: the ratio is the sequence's geometric "
+                "mean (GSPO), not the paper's per-token ratio"
+            )
+        if self.delta is not None:
+            changes.append(f"delta={self.delta}: the ratio is also clipped from above at delta (two-sided clipping)")
+        if self.top_entropy_quantile < 1.0:
+            changes.append(
+                f"top_entropy_quantile={self.top_entropy_quantile}: low-entropy tokens get no loss but still count "
+                "in T_j, so each question's token average is over all its tokens"
+            )
+        if self.off_policy_mask_threshold is not None:
+            changes.append(
+                f"off_policy_mask_threshold={self.off_policy_mask_threshold}: masked rollouts get no loss but their "
+                "tokens still count in T_j"
+            )
+        if self.use_vllm and self.vllm_importance_sampling_correction and self.loss_type not in CODAPO_LOSS_TYPES:
+            changes.append(
+                "vllm_importance_sampling_correction with a TRL loss type: rollouts or tokens masked by the "
+                "correction still count in TRL's normaliser"
+            )
+        for change in changes:
+            logger.warning("CoDaPO objective changed by a TRL option: %s.", change)

@@ -36,6 +36,8 @@ from .generation import record_sampled_logprobs
 logger = logging.getLogger(__name__)
 
 STATE_FILE = "dynamics_state-rank{rank}.pt"
+MAX_UNDEFINED_BATCHES = 5
+"""Consecutive batches with no defined correctness after which CoDaPO stops with an error."""
 ID_COLUMNS = ("id", "qid", "unique_id", "question_id", "problem_id", "task_id")
 
 # Keys of TRL's generation output that the policy forward pass needs besides the token ids (multimodal models).
@@ -131,6 +133,10 @@ class DynamicsMixin:
         self._last_rewards_per_func: torch.Tensor | None = None
         self._training_logps: torch.Tensor | None = None
         self._bin_sums: torch.Tensor | None = None
+        self._untrusted_recording: str | None = None  # why this batch's recorded log-probs are not usable
+        self._warned_untrusted_recording = False
+        self._warned_correctness_range = False
+        self._undefined_batches = 0  # consecutive batches whose correctness is undefined for every rollout
 
     def _resolve_correctness_reward(self, name: str | None) -> int:
         if name is None:
@@ -161,7 +167,9 @@ class DynamicsMixin:
         if not (self.records_generation_logps and self.model.training):
             return super()._generate_single_turn(*args)
         # TRL's `model.generate` path returns no log-probs: record them while it generates, as vLLM returns them.
-        # They reach the batch as `sampling_per_token_logps`.
+        # They reach the batch as `sampling_per_token_logps`. A recording that cannot be trusted (see
+        # `generation.py`) is returned as NaN, so that a tool loop can still concatenate the turns, and the whole
+        # batch then falls back to a forward pass (`_drop_untrusted_recording`).
         model = self.accelerator.unwrap_model(self.model_wrapped)
         if is_peft_model(model):
             model = model.get_base_model()
@@ -169,7 +177,31 @@ class DynamicsMixin:
             completion_ids, logprobs = super()._generate_single_turn(*args)
         if logprobs is None:
             logprobs = recorder.per_row(completion_ids)
+            if logprobs is None:
+                self._untrusted_recording = recorder.reason
+                logprobs = [[float("nan")] * len(ids) for ids in completion_ids]
         return completion_ids, logprobs
+
+    def _drop_untrusted_recording(self, output: dict[str, Any]) -> None:
+        """Remove recorded log-probs from `output` when any process's recording of this batch cannot be trusted
+        (identical decision on every process, since the fallback forward pass is collective under ZeRO-3)."""
+        reason, self._untrusted_recording = self._untrusted_recording, None
+        if not (self.records_generation_logps and self.model.training):
+            return
+        flag = torch.tensor([0.0 if reason is None else 1.0], device=self.accelerator.device)
+        untrusted = bool(gather(flag).sum().item() > 0)
+        self._metrics["train"]["generation/recorded_logps_fallback"].append(float(untrusted))
+        if not untrusted:
+            return
+        output.pop("sampling_per_token_logps", None)
+        if not self._warned_untrusted_recording:
+            self._warned_untrusted_recording = True
+            logger.warning(
+                "The sampled tokens' log-probs could not be recorded while generating (%s): confidence and S's "
+                "behaviour log-probs are computed by a forward pass of the policy instead (one extra forward per "
+                "batch). Logged as generation/recorded_logps_fallback.",
+                reason or "on another process",
+            )
 
     def _get_per_token_logps_and_entropies(self, *args, **kwargs):
         result = super()._get_per_token_logps_and_entropies(*args, **kwargs)
@@ -200,6 +232,15 @@ class DynamicsMixin:
         are recorded (so they are this policy's own log-probs, same weights and dtype as the loss's forward)."""
         return not (self.use_vllm or self.use_transformers_continuous_batching or self.rollout_func is not None)
 
+    @property
+    def recording_matches_training(self) -> bool:
+        """Whether recorded log-probs equal the loss's forward to float32 precision: the same model, in float32
+        without autocast. In bf16/fp16 the incremental decoding kernels round differently from the training forward
+        (up to 4e-3 per token measured on the tiny test model), so a ratio must not divide by recorded numbers."""
+        if not self.records_generation_logps or self.args.bf16 or self.args.fp16:
+            return False
+        return all(p.dtype == torch.float32 for p in self.model.parameters() if p.is_floating_point())
+
     def _behaviour_logps(self, output: dict[str, Any]) -> torch.Tensor:
         """Behaviour-policy log-probs: the generator's (recorded, vLLM, rollout_func), else TRL's old ones, else
         a forward pass (only with transformers' continuous batching, which returns none)."""
@@ -209,9 +250,11 @@ class DynamicsMixin:
         return self._policy_logps(output)
 
     def _generate_and_score_completions(self, inputs):
+        self._untrusted_recording = None
         output = super()._generate_and_score_completions(inputs)
         if not self.model.training:
             return output
+        self._drop_untrusted_recording(output)
         self._group_stats = self._annotate_groups(output)
         digests = gather_object([prompt_digest(row.get("prompt")) for row in inputs])
         self._budget.seen_prompts.update(digests)
@@ -229,7 +272,7 @@ class DynamicsMixin:
             mask = mask * output["tool_mask"]
         log_confidence = gather(coda.trajectory_log_confidence(self._behaviour_logps(output), mask))
         token_counts = coda.group_token_counts(gather(mask.sum(-1).float()), num_generations)
-        correctness = self._last_rewards_per_func[:, self._correctness_index].clamp(0.0, 1.0)
+        correctness = self._check_correctness(self._last_rewards_per_func)
         stats = GroupStats(
             log_confidence=log_confidence,
             correctness=correctness,
@@ -243,6 +286,59 @@ class DynamicsMixin:
         output["dynamics_difficulty"] = stats.difficulty.repeat_interleave(num_generations)[local]
         output["dynamics_advantages"] = output["advantages"].clone()
         return stats
+
+    @property
+    def _correctness_drives_training(self) -> bool:
+        """Whether correctness changes the update (CoDaPO's values and selection), not only the logged metrics."""
+        return False
+
+    def _check_correctness(self, rewards_per_func: torch.Tensor) -> torch.Tensor:
+        """The correctness column of a batch's rewards (all processes), checked.
+
+        A value outside [0, 1] is a configuration error when correctness drives training (a {0, 2} reward would read
+        as "all correct" once clamped), so it stops the run; for the logged dynamics alone it is clamped, with a
+        warning. A batch whose correctness is undefined for every rollout is counted (`dynamics/correctness_
+        undefined_frac`) and warned about; after `MAX_UNDEFINED_BATCHES` such batches in a row, training that
+        depends on correctness stops (it would be training on nothing).
+        """
+        name = self.reward_func_names[self._correctness_index]
+        correctness = rewards_per_func[:, self._correctness_index].float()
+        defined = ~torch.isnan(correctness)
+        outside = defined & ((correctness < 0) | (correctness > 1))
+        if outside.any():
+            bad = sorted({float(v) for v in correctness[outside].tolist()})[:5]
+            message = (
+                f"The correctness reward {name!r} returned {bad}, outside [0, 1]. Correctness must be a 0/1 score or "
+                "a pass rate: rescale the reward, or name another reward function as codapo_correctness_reward."
+            )
+            if self._correctness_drives_training:
+                raise ValueError(message)
+            if not self._warned_correctness_range:
+                self._warned_correctness_range = True
+                logger.warning("%s The dynamics metrics clamp it to [0, 1].", message)
+        undefined = 1.0 - defined.float().mean().item()
+        self._metrics["train"]["dynamics/correctness_undefined_frac"].append(undefined)
+        if defined.any():
+            self._undefined_batches = 0
+        else:
+            self._undefined_batches += 1
+            others = [n for i, n in enumerate(self.reward_func_names) if i != self._correctness_index]
+            scored = others and not torch.isnan(rewards_per_func).all().item()
+            logger.warning(
+                "The correctness reward %r returned None for every rollout of this batch (%d batch(es) in a row)%s: "
+                "every question's difficulty, hence its value, is undefined and it carries no weight.",
+                name,
+                self._undefined_batches,
+                f", while {others} scored it" if scored else "",
+            )
+            if self._correctness_drives_training and self._undefined_batches >= MAX_UNDEFINED_BATCHES:
+                raise RuntimeError(
+                    f"The correctness reward {name!r} returned None for every rollout of {self._undefined_batches} "
+                    "batches in a row, so CoDaPO has trained on nothing since. Check that the dataset has the "
+                    "columns this reward needs (e.g. the reference answer), or set codapo_correctness_reward to the "
+                    "reward function that scores correctness."
+                )
+        return correctness.clamp(0.0, 1.0)
 
     def _process_slice(self, output: dict[str, Any]) -> slice:
         num_local = output["advantages"].size(0)

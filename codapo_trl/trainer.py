@@ -7,10 +7,13 @@ difficulty on global tensors; on top of it:
 - `_generate_and_score_completions` is where, after TRL generated and scored a batch, the values are computed,
   folded into the advantages, and (in phase B) the top-K questions are selected and, for `before_update`, S is
   generated at once from the same behaviour policy;
-- `_get_train_sampler` hands every update batch to the Trainer loop twice, so that the loop itself takes the second
-  (S) update: gradient accumulation, DeepSpeed boundaries, the LR schedule, `global_step`, logging and checkpoints
-  all count both updates. The phase of an update is `global_step % 2`;
-- `_save_checkpoint` / `_load_optimizer_and_scheduler` keep what a B/S pair needs across a resume.
+- `_get_train_sampler` hands every generation batch to the Trainer loop twice, so that the loop itself takes S's
+  updates: gradient accumulation, DeepSpeed boundaries, the LR schedule, `global_step`, logging and checkpoints all
+  count them. A phase (B's, then S's) is one generation batch, consumed by `codapo_steps_per_phase` optimizer steps
+  (`steps_per_generation / gradient_accumulation_steps` chunks, `num_iterations` passes); the phase is derived from
+  TRL's micro-step counter, which a resume restores;
+- `_save_checkpoint` / `_load_optimizer_and_scheduler` keep what a B/S pair needs across a resume, including the
+  rollouts of a phase interrupted between two of its steps.
 """
 
 from __future__ import annotations
@@ -55,14 +58,16 @@ class CoDaPOState:
     Attributes:
         selection (`list[dict]` or `None`): the dataset rows of S's questions, |B| entries (each selected question
             repeated), identical on every process.
-        selection_step (`int`): `global_step` of the B update that made the selection.
+        selection_step (`int`): `global_step` before the first update of the B phase that made the selection.
         pending (`_PendingBatch` or `None`): this process's share of S's rollouts when they were generated before B's
             update.
+        phase (`int`): the phase of the rollouts being trained on (`0` B, `1` S).
     """
 
     selection: list[dict] | None = None
     selection_step: int = -1
     pending: _PendingBatch | None = None
+    phase: int = PHASE_B
 
 
 def _empty_like(logs: dict[str, Any]) -> dict[str, Any]:
@@ -172,21 +177,37 @@ class CoDaPOTrainer(DynamicsMixin, GRPOTrainer):
             data_source=self.train_dataset if dataset is None else dataset,
             mini_repeat_count=self.num_generations,
             batch_size=self.args.generation_batch_size // self.num_generations,
-            # one round of steps_per_generation micro-steps for B, then one for S (num_iterations is 1)
-            repeat_count=2 * self.args.steps_per_generation,
+            # one phase of steps_per_generation x num_iterations micro-steps for B, then one for S
+            repeat_count=2 * self.args.steps_per_generation * self.num_iterations,
             shuffle=self.shuffle_dataset,
             seed=self.args.seed,
         )
 
     @property
+    def _correctness_drives_training(self) -> bool:
+        return self.args.codapo_weighting or self.args.codapo_sampling
+
+    @property
+    def _micro_steps_per_phase(self) -> int:
+        return self.args.steps_per_generation * self.num_iterations
+
+    @property
     def codapo_phase(self) -> int:
-        """`0` while the current update is on B, `1` while it is on S (always `0` without CoDaSampling)."""
-        return self.state.global_step % 2 if self.args.codapo_sampling else PHASE_B
+        """`0` while the current update is on B, `1` while it is on S (always `0` without CoDaSampling). Phases
+        alternate every generation batch, counted by TRL's micro-step counter (restored on resume)."""
+        if not self.args.codapo_sampling:
+            return PHASE_B
+        return (self._step // self._micro_steps_per_phase) % 2
+
+    def _phase_start_step(self) -> int:
+        """`global_step` before the first update of the current phase."""
+        return (self._step // self._micro_steps_per_phase) * self.args.codapo_steps_per_phase
 
     # ------------------------------------------------------------------ generation: B, then S
     def _generate_and_score_completions(self, inputs):
         if not self.model.training or not self.args.codapo_enabled:
             return super()._generate_and_score_completions(inputs)
+        self._codapo.phase = self.codapo_phase
         if self.codapo_phase == PHASE_S:
             return self._resampled_batch(inputs)
         return self._update_batch(inputs, select=self.args.codapo_sampling)
@@ -197,19 +218,19 @@ class CoDaPOTrainer(DynamicsMixin, GRPOTrainer):
         output = super()._generate_and_score_completions(inputs)  # DynamicsMixin sets self._group_stats
         stats = self._group_stats
         values = self._codapo_weigh(output, stats)
-        metrics = self._codapo_metrics(stats, values, PHASE_B)
+        metrics = self._codapo_metrics(stats, values)
         selected = None
         if select:
             global_rows = gather_object(rows)
             num_questions = len(global_rows) // self.num_generations
-            selection = coda.select_top_k(values, self.args.codapo_top_k, num_questions)
+            selection = coda.select_top_k(values, self.args.codapo_top_k, num_questions, stats.difficulty)
             self._codapo.selection = [global_rows[j * self.num_generations] for j in selection]
-            self._codapo.selection_step = self.state.global_step
+            self._codapo.selection_step = self._phase_start_step()
             selected = set(selection)
             chosen = torch.tensor(sorted(selected), device=values.device)
             metrics["codapo/selected_value_mean"] = torch.nanmean(values[chosen]).item()
             metrics["codapo/selected_difficulty_mean"] = torch.nanmean(stats.difficulty[chosen]).item()
-        self._log_questions(inputs, stats, PHASE_B, self.state.global_step + 1, values, selected)
+        self._log_questions(inputs, stats, PHASE_B, self._phase_start_step() + 1, values, selected)
         if select and self.args.codapo_resample_timing == "before_update":
             self._codapo.pending = self._generate_pending(len(inputs))
         self._append_metrics(metrics)
@@ -218,9 +239,12 @@ class CoDaPOTrainer(DynamicsMixin, GRPOTrainer):
     def _resampled_batch(self, inputs: list[dict]) -> dict[str, Any]:
         """Phase S: the batch generated before B's update, or fresh rollouts of the selected questions."""
         state = self._codapo
-        if state.selection is None or state.selection_step != self.state.global_step - 1:
+        if (
+            state.selection is None
+            or state.selection_step != self._phase_start_step() - self.args.codapo_steps_per_phase
+        ):
             logger.warning(
-                "No CoDaPO selection is held for update %d (a checkpoint without CoDaPO state?): this update is "
+                "No CoDaPO selection is held for update %d (a checkpoint without CoDaPO state?): this phase is "
                 "taken on the update batch again instead of the resampled one.",
                 self.state.global_step + 1,
             )
@@ -238,8 +262,8 @@ class CoDaPOTrainer(DynamicsMixin, GRPOTrainer):
             )
         rows, output = self._generate_from_selection(len(inputs))
         values = self._codapo_weigh(output, self._group_stats)
-        self._log_questions(rows, self._group_stats, PHASE_S, self.state.global_step + 1, values)
-        self._append_metrics(self._codapo_metrics(self._group_stats, values, PHASE_S))
+        self._log_questions(rows, self._group_stats, PHASE_S, self._phase_start_step() + 1, values)
+        self._append_metrics(self._codapo_metrics(self._group_stats, values))
         return output
 
     def _generate_from_selection(self, num_local_rows: int) -> tuple[list[dict], dict[str, Any]]:
@@ -256,16 +280,18 @@ class CoDaPOTrainer(DynamicsMixin, GRPOTrainer):
         try:
             rows, output = self._generate_from_selection(num_local_rows)
             if output.get("old_per_token_logps") is None:
-                # S is trained after B's update: its importance ratio needs the behaviour policy's log-probs, taken
-                # now. Recorded while this model generated, they are exactly those; another engine's (vLLM without
-                # TRL's importance-sampling correction, a rollout_func) are recomputed by the policy, as TRL does.
-                if self.records_generation_logps:
+                # S is trained after B's update: its importance ratio needs the behaviour policy's log-probs, in
+                # the training engine's numbers, taken now. Recorded in float32 while this model generated, they are
+                # those (to ~1e-6); in bf16/fp16, from another engine (vLLM without TRL's importance-sampling
+                # correction, a rollout_func) or when the recording was not usable, the policy recomputes them.
+                if self.recording_matches_training and output.get("sampling_per_token_logps") is not None:
                     output["old_per_token_logps"] = output["sampling_per_token_logps"]
                 else:
                     output["old_per_token_logps"] = self._policy_logps(output)
             values = self._codapo_weigh(output, self._group_stats)
-            self._log_questions(rows, self._group_stats, PHASE_S, self.state.global_step + 2, values)
-            self._append_metrics(self._codapo_metrics(self._group_stats, values, PHASE_S))
+            step = self._phase_start_step() + self.args.codapo_steps_per_phase + 1
+            self._log_questions(rows, self._group_stats, PHASE_S, step, values)
+            self._append_metrics(self._codapo_metrics(self._group_stats, values))
             captured_metrics, captured_logs = self._metrics["train"], self._logs
         finally:
             self._metrics["train"], self._logs = saved_metrics, saved_logs
@@ -309,12 +335,16 @@ class CoDaPOTrainer(DynamicsMixin, GRPOTrainer):
         return super()._compute_loss(model, inputs)
 
     # ------------------------------------------------------------------ metrics
-    def _codapo_metrics(self, stats: GroupStats, values: torch.Tensor, phase: int) -> dict[str, float]:
+    def _flush_update_metrics(self) -> None:
+        if self.args.codapo_enabled:
+            self._metrics["train"]["codapo/phase"].append(float(self._codapo.phase))
+        super()._flush_update_metrics()
+
+    def _codapo_metrics(self, stats: GroupStats, values: torch.Tensor) -> dict[str, float]:
         difficulty = stats.difficulty
         defined = ~torch.isnan(difficulty)
         num_defined = max(int(defined.sum()), 1)
         return {
-            "codapo/phase": float(phase),
             "codapo/value_mean": torch.nanmean(values).item(),
             "codapo/value_min": _nan_reduce(values, torch.min),
             "codapo/value_max": _nan_reduce(values, torch.max),
@@ -344,7 +374,11 @@ class CoDaPOTrainer(DynamicsMixin, GRPOTrainer):
             "selection_step": state.selection_step,
             "pending": pending,
             "num_processes": self.accelerator.num_processes,
+            "micro_step": self._step,
+            "buffered_inputs": None,
         }
+        if self._step % self._micro_steps_per_phase and self._buffered_inputs is not None:  # saved mid-phase
+            payload["buffered_inputs"] = [_to_device(chunk, torch.device("cpu")) for chunk in self._buffered_inputs]
         self._save_rank_state(trial, STATE_FILE, payload)
 
     def _load_optimizer_and_scheduler(self, checkpoint):
@@ -361,6 +395,19 @@ class CoDaPOTrainer(DynamicsMixin, GRPOTrainer):
             selection_step=payload["selection_step"],
             pending=payload["pending"] if same_layout else None,
         )
+        # TRL counts micro-steps from 0 after a resume and regenerates its buffer; CoDaPO's phase is derived from
+        # that counter, so it is restored, and so is the buffer of a phase interrupted between two of its steps:
+        # the remaining steps then train on the very rollouts (and chunks) they would have without the stop.
+        self._step = payload.get("micro_step", 0)
+        self._codapo.phase = self.codapo_phase
+        buffered = payload.get("buffered_inputs")
+        if buffered is not None and same_layout:
+            self._buffered_inputs = [_to_device(chunk, self.accelerator.device) for chunk in buffered]
+        elif self._step % self._micro_steps_per_phase:
+            logger.warning(
+                "Resumed between two steps of a CoDaPO phase without its rollouts (another number of processes?): "
+                "the phase's batch is generated again for its remaining steps."
+            )
 
 
 def _nan_reduce(values: torch.Tensor, reduce) -> float:

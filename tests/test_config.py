@@ -49,9 +49,13 @@ def test_is_a_grpo_config():
         (dict(codapo_weight_offset=float("nan")), "codapo_weight_offset must be a finite number >= 0"),
         (dict(loss_type="ppo"), "loss_type='ppo' is not supported"),
         (dict(codapo_correctness_reward="  "), "codapo_correctness_reward must be a reward function name"),
-        (dict(steps_per_generation=2), r"steps_per_generation \(2\) must equal gradient_accumulation_steps \(1\)"),
-        (dict(generation_batch_size=16), r"steps_per_generation \(2\) must equal gradient_accumulation_steps"),
-        (dict(num_iterations=2), "num_iterations must be 1"),
+        (
+            dict(per_device_train_batch_size=2, gradient_accumulation_steps=3, steps_per_generation=4),
+            r"steps_per_generation \(4\) must be a multiple of gradient_accumulation_steps \(3\)",
+        ),
+        (dict(codapo_top_k=2.5), "codapo_top_k must be a whole number of questions"),
+        (dict(codapo_top_k=2.0), "got 2.0 of type float"),
+        (dict(codapo_top_k=True), "of type bool"),
     ],
 )
 def test_config_errors_say_what_to_change(overrides, message):
@@ -59,8 +63,49 @@ def test_config_errors_say_what_to_change(overrides, message):
         config(**overrides)
 
 
+def test_several_steps_per_phase():
+    # the authors' schedule: 8 optimizer steps per phase
+    args = config(per_device_train_batch_size=2, steps_per_generation=8, codapo_top_k=2)
+    assert args.codapo_num_questions == 8 and args.codapo_steps_per_phase == 8
+    assert config(num_iterations=2).codapo_steps_per_phase == 2
+    args = config(
+        per_device_train_batch_size=2, gradient_accumulation_steps=2, steps_per_generation=4, num_iterations=3
+    )
+    assert args.codapo_steps_per_phase == 6
+
+
+def test_odd_max_steps_and_objective_changes_warn_once(caplog):
+    with caplog.at_level("WARNING", logger="codapo_trl.config"):
+        config(max_steps=3)
+    assert "not a multiple of one B+S pair (2 optimizer steps" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="codapo_trl.config"):
+        config(max_steps=4, steps_per_generation=2, per_device_train_batch_size=4)
+    assert "not a multiple of one B+S pair (4 optimizer steps" not in caplog.text and not caplog.records
+    options = dict(
+        beta=0.1,
+        entropy_coef=0.01,
+        scale_rewards="batch",
+        importance_sampling_level="sequence",
+        delta=2.0,
+        top_entropy_quantile=0.5,
+        off_policy_mask_threshold=0.5,
+    )
+    for name, value in options.items():
+        caplog.clear()
+        with caplog.at_level("WARNING", logger="codapo_trl.config"):
+            config(**{name: value})
+        assert len(caplog.records) == 1 and name in caplog.text, name
+        caplog.clear()
+        with caplog.at_level("WARNING", logger="codapo_trl.config"):
+            config(**{name: value}, codapo_weighting=False, codapo_sampling=False, loss_type="dapo")
+        assert not caplog.records  # plain GRPO through CoDaPOConfig: nothing of CoDaPO's is changed
+
+
 def test_unsupported_combinations_are_fine_when_the_feature_is_off():
     config(num_iterations=2, codapo_sampling=False)  # multiple iterations on B alone are allowed
+    # steps that split a generation batch unevenly are TRL's business when S is off (TRL's own test does this)
+    config(per_device_train_batch_size=2, gradient_accumulation_steps=3, steps_per_generation=4, codapo_sampling=False)
     args = config(steps_per_generation=2, codapo_weighting=False, codapo_sampling=False, loss_type="dapo")
     assert args.steps_per_generation == 2  # plain GRPO through CoDaPOConfig
     assert config(codapo_top_k=8, codapo_sampling=False).codapo_top_k == 8

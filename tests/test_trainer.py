@@ -267,8 +267,9 @@ def test_generate_log_probs_are_recorded_without_forward(tiny_model_dir, tmp_pat
 def test_before_update_uses_recorded_log_probs_as_behaviour_policy(tiny_model_dir, tmp_path):
     """S's importance ratio needs the behaviour policy's log-probs; with TRL's own generation they were recorded while
     the very same model generated, so no forward pass is needed, and they equal that forward's to float precision."""
-    args = make_args(tmp_path, max_steps=2, codapo_resample_timing="before_update")
+    args = make_args(tmp_path, max_steps=2, codapo_resample_timing="before_update", bf16=False)
     trainer = CoDaPOTrainer(tiny_model_dir, parity_reward, args=args, train_dataset=question_dataset())
+    assert trainer.recording_matches_training
     outputs = record_outputs(trainer)
     snapshots = []
     original = trainer._generate_pending
@@ -447,3 +448,128 @@ def test_resume_between_b_and_s_continues_with_s(tiny_model_dir, tmp_path, timin
     straight_rows = (tmp_path / "straight" / "out" / "questions.jsonl").read_text()
     resumed_rows = (tmp_path / "interrupted" / "out" / "questions.jsonl").read_text()
     assert resumed_rows == straight_rows and len(straight_rows.splitlines()) == 4 * 2
+
+
+# ---------------------------------------------------------------------- several optimizer steps per phase
+# (per_device_train_batch_size, gradient_accumulation_steps, steps_per_generation, num_iterations): one generation
+# batch of 8 rows (4 questions of G = 2) in every case, consumed by m = spg / GA chunks, each seen num_iterations times.
+SCHEDULES = [(4, 1, 2, 1), (8, 1, 1, 2), (2, 2, 4, 1), (4, 1, 2, 2)]
+
+
+def schedule_args(tmp_path, per_device, accumulation, spg, iterations, **overrides):
+    return make_args(
+        tmp_path,
+        per_device_train_batch_size=per_device,
+        gradient_accumulation_steps=accumulation,
+        steps_per_generation=spg,
+        num_iterations=iterations,
+        num_generations=2,
+        codapo_top_k=2,
+        **overrides,
+    )
+
+
+@pytest.mark.parametrize("timing", ["before_update", "after_update"])
+@pytest.mark.parametrize(("per_device", "accumulation", "spg", "iterations"), SCHEDULES)
+def test_each_phase_takes_its_own_optimizer_steps(
+    tiny_model_dir, tmp_path, per_device, accumulation, spg, iterations, timing
+):
+    steps_per_phase = spg // accumulation * iterations
+    args = schedule_args(
+        tmp_path,
+        per_device,
+        accumulation,
+        spg,
+        iterations,
+        max_steps=4 * steps_per_phase,
+        codapo_resample_timing=timing,
+    )
+    assert args.codapo_steps_per_phase == steps_per_phase
+    trainer = CoDaPOTrainer(
+        tiny_model_dir, hash_reward, args=args, train_dataset=question_dataset(), rollout_func=deterministic_rollout
+    )
+    weigh_stats = []
+    original_weigh = trainer._codapo_weigh
+    trainer._codapo_weigh = lambda output, stats: weigh_stats.append(original_weigh(output, stats)) or weigh_stats[-1]
+    calls, parent_patch = record_parent_generations(trainer)
+    with parent_patch, patch.object(CoDaPOTrainer, "training_step", wraps=trainer.training_step) as step:
+        trainer.train()
+    # every optimizer step is logged with its phase: B's steps, then S's, never mixed
+    assert phases(trainer) == ([0.0] * steps_per_phase + [1.0] * steps_per_phase) * 2
+    assert step.call_count == 4 * steps_per_phase * accumulation
+    # one generation per phase (B1, S1, B2, S2), S from the top-K of the B just before it
+    assert len(calls) == 4 and len(weigh_stats) == 4
+    for b_call, s_call, values in ((calls[0], calls[1], weigh_stats[0]), (calls[2], calls[3], weigh_stats[2])):
+        questions = b_call[::2]
+        ranked = sorted(range(4), key=lambda j: (-values[j].item(), j))[:2]
+        assert s_call == [questions[j] for j in ranked for _ in range(4)]
+    assert calls[0] != calls[2]
+
+
+@pytest.mark.parametrize(("per_device", "accumulation", "spg", "iterations"), SCHEDULES)
+def test_steps_of_a_phase_average_to_the_one_step_gradient(
+    tiny_model_dir, tmp_path, per_device, accumulation, spg, iterations
+):
+    """At a fixed policy (learning rate 0), the m x num_iterations steps of a phase have gradients whose mean is the
+    gradient of the one-step CoDaPO loss on the whole phase: each step holds its chunk's share of the paper's
+    objective (T_j over the question's whole group), scaled by m, like TRL's own "dapo" with steps_per_generation."""
+    grads = {}
+    for schedule in ((8, 1, 1, 1), (per_device, accumulation, spg, iterations)):
+        recorder = GradRecorder()
+        steps_per_phase = schedule[2] // schedule[1] * schedule[3]
+        args = schedule_args(
+            tmp_path / "x".join(map(str, schedule)), *schedule, max_steps=2 * steps_per_phase, learning_rate=0.0
+        )
+        trainer = CoDaPOTrainer(
+            tiny_model_dir,
+            hash_reward,
+            args=args,
+            train_dataset=question_dataset(),
+            rollout_func=deterministic_rollout,
+            callbacks=[recorder],
+        )
+        trainer.train()
+        assert len(recorder.grads) == 2 * steps_per_phase
+        grads[schedule] = (steps_per_phase, recorder.grads)
+    (_, reference), (steps_per_phase, recorded) = grads.values()
+    for phase in range(2):
+        ref = torch.cat([g.flatten() for g in reference[phase].values()])
+        steps = recorded[phase * steps_per_phase : (phase + 1) * steps_per_phase]
+        got = sum(torch.cat([g[name].flatten() for name in reference[phase]]) for g in steps) / steps_per_phase
+        relative_error = ((got - ref).norm() / ref.norm()).item()
+        assert relative_error < 1e-3, f"phase {phase}: relative gradient error {relative_error:.2e}"
+        if steps_per_phase > 1 and iterations == 1:  # the chunks hold different rollouts: no step alone is the mean
+            first = torch.cat([steps[0][name].flatten() for name in reference[phase]])
+            assert ((first - ref).norm() / ref.norm()).item() > 1e-2
+
+
+@pytest.mark.parametrize("timing", ["before_update", "after_update"])
+@pytest.mark.parametrize("stop", [1, 3])  # between B's two steps, between S's two steps
+def test_resume_inside_a_phase_continues_on_its_rollouts(tiny_model_dir, tmp_path, timing, stop):
+    common = dict(max_steps=8, codapo_resample_timing=timing, save_strategy="steps", save_steps=100)
+    dataset = question_dataset()
+
+    def run(args, callbacks=(), resume=None):
+        trainer = CoDaPOTrainer(
+            tiny_model_dir,
+            hash_reward,
+            args=args,
+            train_dataset=dataset,
+            rollout_func=deterministic_rollout,
+            callbacks=list(callbacks),
+        )
+        calls, parent_patch = record_parent_generations(trainer)
+        with parent_patch:
+            trainer.train(resume_from_checkpoint=resume)
+        return trainer, calls
+
+    straight, straight_calls = run(schedule_args(tmp_path / "straight", 4, 1, 2, 1, **common))
+    interrupted = schedule_args(tmp_path / "interrupted", 4, 1, 2, 1, **common)
+    first, first_calls = run(interrupted, callbacks=[StopAfter(stop)])
+    checkpoint = tmp_path / "interrupted" / "out" / f"checkpoint-{stop}"
+    resumed, resumed_calls = run(interrupted, resume=str(checkpoint))
+    assert phases(first) == phases(straight)[:stop] and phases(resumed) == phases(straight)
+    # the interrupted phase's remaining step trains on the saved rollouts: nothing is generated twice
+    assert first_calls + resumed_calls == straight_calls
+    for name, param in straight.model.named_parameters():
+        torch.testing.assert_close(dict(resumed.model.named_parameters())[name], param, rtol=1e-5, atol=1e-6)
