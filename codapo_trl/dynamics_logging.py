@@ -93,6 +93,29 @@ def question_id(row: dict) -> str:
     return prompt_digest(row.get("prompt"))[:16]
 
 
+IS_MASK_MODES = ("sequence_mask", "token_mask")
+"""TRL's vLLM importance-sampling modes that zero the loss of rollouts (or tokens) whose ratio leaves the bounds."""
+
+
+def trained_token_mask(mask: torch.Tensor, importance_sampling_ratio: torch.Tensor | None) -> torch.Tensor:
+    """The tokens that carry loss: `mask` (completion and model tokens) without those that TRL's vLLM
+    importance-sampling correction masks (ratio set to 0 in its `*_mask` modes, per rollout `(N, 1)` or per token).
+
+    T_j counts these, so that the CoDaPO objective is exact for the rollouts and tokens that remain: each question's
+    loss is its token average over what is trained, not diluted by masked tokens.
+
+    Example:
+    ```python
+    >>> trained_token_mask(torch.ones(2, 3), torch.tensor([[1.2], [0.0]]))
+    tensor([[1., 1., 1.],
+            [0., 0., 0.]])
+    ```
+    """
+    if importance_sampling_ratio is None:
+        return mask
+    return mask * (importance_sampling_ratio != 0).to(mask.dtype)
+
+
 class DynamicsMixin:
     """Training-dynamics bookkeeping for a `GRPOTrainer` subclass (mix it in before `GRPOTrainer`).
 
@@ -271,7 +294,10 @@ class DynamicsMixin:
         if output.get("tool_mask") is not None:
             mask = mask * output["tool_mask"]
         log_confidence = gather(coda.trajectory_log_confidence(self._behaviour_logps(output), mask))
-        token_counts = coda.group_token_counts(gather(mask.sum(-1).float()), num_generations)
+        masks_rollouts = self.use_vllm and self.vllm_importance_sampling_correction
+        masks_rollouts = masks_rollouts and self.vllm_importance_sampling_mode in IS_MASK_MODES
+        trained = trained_token_mask(mask, output.get("importance_sampling_ratio") if masks_rollouts else None)
+        token_counts = coda.group_token_counts(gather(trained.sum(-1).float()), num_generations)
         correctness = self._check_correctness(self._last_rewards_per_func)
         stats = GroupStats(
             log_confidence=log_confidence,

@@ -168,6 +168,15 @@ class CoDaPOTrainer(DynamicsMixin, GRPOTrainer):
             # (vLLM importance sampling, entropy masks, metrics) intact. `args.loss_type` keeps the user's choice.
             self.loss_type = "dapo"
         self._codapo = CoDaPOState()
+        if args.codapo_enabled and len(self.reward_func_names) > 1:
+            logger.warning(
+                "CoDaPO objective with %d reward functions %s: the advantages use their weighted combination (TRL's "
+                "reward_weights, multi_objective_aggregation), while difficulty, hence the values and the selection, "
+                "uses the correctness reward %r alone.",
+                len(self.reward_func_names),
+                self.reward_func_names,
+                self.reward_func_names[self._correctness_index],
+            )
 
     # ------------------------------------------------------------------ data: every B batch is delivered twice
     def _get_train_sampler(self, dataset=None):

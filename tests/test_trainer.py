@@ -573,3 +573,109 @@ def test_resume_inside_a_phase_continues_on_its_rollouts(tiny_model_dir, tmp_pat
     assert first_calls + resumed_calls == straight_calls
     for name, param in straight.model.named_parameters():
         torch.testing.assert_close(dict(resumed.model.named_parameters())[name], param, rtol=1e-5, atol=1e-6)
+
+
+# ---------------------------------------------------------------------- options that would change the objective
+def mismatched_rollout(prompts, trainer):
+    """`deterministic_rollout` whose generator log-probs are far below the policy's for the first rollout of every
+    group (-20 per token): TRL's vLLM importance-sampling correction ("sequence_mask") then masks that rollout."""
+    out = deterministic_rollout(prompts, trainer)
+    offset = trainer.accelerator.process_index * len(prompts)
+    out["logprobs"] = [
+        [-20.0] * len(lp) if (offset + i) % trainer.num_generations == 0 else lp
+        for i, lp in enumerate(out["logprobs"])
+    ]
+    return out
+
+
+def test_vllm_importance_sampling_mask_leaves_masked_rollouts_out_of_t_j(tiny_model_dir, tmp_path):
+    """With TRL's importance-sampling correction in "sequence_mask" mode, a masked rollout carries no loss: T_j
+    counts only the tokens of the rollouts that remain, so each question's loss is its token mean over those."""
+    args = make_args(tmp_path, max_steps=2, vllm_importance_sampling_mode="sequence_mask")
+    trainer = CoDaPOTrainer(
+        tiny_model_dir, hash_reward, args=args, train_dataset=question_dataset(), rollout_func=mismatched_rollout
+    )
+    # stand in for vLLM: TRL's correction runs on the rollout_func's log-probs, no weight sync is needed
+    trainer.use_vllm, trainer.vllm_importance_sampling_correction = True, True
+    trainer._last_loaded_step = -1
+    trainer.vllm_generation = type("NoSync", (), {"sync_weights": lambda self: None})()
+    outputs = record_outputs(trainer)
+    seen = []
+    original_weigh = trainer._codapo_weigh
+    trainer._codapo_weigh = lambda output, stats: seen.append(stats) or original_weigh(output, stats)
+    trainer.train()
+    for out, stats in zip(outputs, seen, strict=True):
+        kept = (out["importance_sampling_ratio"] != 0).view(-1).float()
+        assert kept.view(-1, 4)[:, 0].eq(0).all() and kept.view(-1, 4)[:, 1:].eq(1).all()
+        tokens = out["completion_mask"].sum(1).float()
+        torch.testing.assert_close(stats.token_counts, (tokens * kept).view(-1, 4).sum(1))
+        # the normaliser TRL divides by still counts the masked tokens; the weights multiply it back out
+        weights = coda.codapo_sample_weights(out["codapo_value"][::4], stats.token_counts, 4)
+        expected = out["dynamics_advantages"] * weights * out["num_items_in_batch"]
+        torch.testing.assert_close(out["advantages"], expected)
+
+
+def test_correctness_outside_zero_one_is_refused(tiny_model_dir, tmp_path):
+    def doubled(completion_ids, **kwargs):
+        return [2.0 * r for r in hash_reward(completion_ids)]
+
+    args = make_args(tmp_path, max_steps=2)
+    trainer = CoDaPOTrainer(
+        tiny_model_dir, doubled, args=args, train_dataset=question_dataset(), rollout_func=deterministic_rollout
+    )
+    with pytest.raises(ValueError, match=r"returned \[2.0\], outside \[0, 1\]"):
+        trainer.train()
+    # for the logged dynamics alone (plain GRPO through CoDaPOConfig) it is a warning, not an error
+    args = make_args(tmp_path / "grpo", max_steps=1, codapo_weighting=False, codapo_sampling=False, loss_type="dapo")
+    trainer = CoDaPOTrainer(
+        tiny_model_dir, doubled, args=args, train_dataset=question_dataset(), rollout_func=deterministic_rollout
+    )
+    trainer.train()
+
+
+def test_correctness_undefined_for_whole_batches_warns_then_stops(tiny_model_dir, tmp_path, caplog):
+    def never(completions, **kwargs):
+        return [None] * len(completions)
+
+    args = make_args(tmp_path, max_steps=8, codapo_correctness_reward="never")
+    trainer = CoDaPOTrainer(
+        tiny_model_dir,
+        [never, hash_reward],
+        args=args,
+        train_dataset=question_dataset(),
+        rollout_func=deterministic_rollout,
+    )
+    with caplog.at_level("WARNING"), pytest.raises(RuntimeError, match="None for every rollout of 5 batches in a row"):
+        trainer.train()
+    assert (
+        "returned None for every rollout of this batch (1 batch(es) in a row), while ['hash_reward'] scored it"
+        in caplog.text
+    )
+    assert trainer.state.global_step == 4  # B, S, B, S trained (on nothing); the 5th batch stops the run
+    logged = [
+        h["dynamics/correctness_undefined_frac"]
+        for h in trainer.state.log_history
+        if "dynamics/correctness_undefined_frac" in h
+    ]
+    assert logged == [1.0] * 4
+
+
+def test_several_reward_functions_warn_once(tiny_model_dir, tmp_path, caplog):
+    args = make_args(tmp_path, reward_weights=[1.0, 0.5])
+    with caplog.at_level("WARNING", logger="codapo_trl.trainer"):
+        CoDaPOTrainer(tiny_model_dir, [hash_reward, parity_reward], args=args, train_dataset=question_dataset())
+    assert len(caplog.records) == 1 and "uses the correctness reward 'hash_reward' alone" in caplog.text
+
+
+def test_bf16_s_ratio_uses_the_training_forward(tiny_model_dir, tmp_path):
+    """In bf16 the recorded log-probs differ from the training forward (other kernels): S's ratio then divides by a
+    forward pass of the behaviour policy, never by the recorded numbers; B's ratio is exactly 1 (no old log-probs)."""
+    args = make_args(tmp_path, max_steps=2, codapo_resample_timing="before_update", bf16=True)
+    trainer = CoDaPOTrainer(tiny_model_dir, parity_reward, args=args, train_dataset=question_dataset())
+    assert not trainer.recording_matches_training
+    outputs = record_outputs(trainer)
+    with patch.object(CoDaPOTrainer, "_policy_logps", wraps=trainer._policy_logps) as forward:
+        trainer.train()
+    assert forward.call_count == 1  # S's behaviour log-probs, before B's update
+    assert outputs[0].get("old_per_token_logps") is None
+    assert not torch.equal(outputs[1]["old_per_token_logps"], outputs[1]["sampling_per_token_logps"])
