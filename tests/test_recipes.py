@@ -43,8 +43,11 @@ def test_recipe_parses_with_the_pinned_trl(recipe):
     assert type(training_args) is expected_class
     assert training_args.loss_type == raw["loss_type"]
     assert model_args.model_name_or_path == raw["model_name_or_path"]
-    if "SmolLM2" not in str(recipe):  # the paper's setups: 16 questions x G = 8 per update on 4 GPUs, K = 4
-        assert 4 * raw["per_device_train_batch_size"] * raw["gradient_accumulation_steps"] == 16 * 8
+    if "SmolLM2" not in str(recipe):  # the paper's setups: 16 questions x G = 8 per phase on 4 GPUs, K = 4
+        steps_per_generation = raw.get("steps_per_generation", raw["gradient_accumulation_steps"])
+        assert 4 * raw["per_device_train_batch_size"] * steps_per_generation == 16 * 8
+        if raw["algorithm"] == "codapo":  # the authors' code takes 8 optimizer steps per phase, the paper 1
+            assert training_args.codapo_steps_per_phase == (8 if "authors" in recipe.name else 1)
         assert raw["learning_rate"] == 1e-6 and raw["lr_scheduler_type"] == "constant" and raw["beta"] == 0
         assert raw["temperature"] == 1.0 and raw["top_p"] == 1.0 and raw["seed"] == 42 and raw["use_vllm"]
         if raw["algorithm"] == "codapo":
