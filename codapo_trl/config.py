@@ -32,10 +32,12 @@ class CoDaPOConfig(GRPOConfig):
     `GRPOConfig` for `CoDaPOConfig` (and `GRPOTrainer` for `CoDaPOTrainer`) in a TRL script gives CoDaPO with the
     paper's defaults.
 
-    One CoDaPO step takes two optimizer updates: one on the update batch B (the questions of one optimizer update,
-    each with `num_generations` rollouts), then one on the resampled batch S (the top-K questions of B by value,
-    repeated so that |S| = |B|, with fresh rollouts). Both updates count in `global_step`, `max_steps`, the learning
-    rate schedule, logging and checkpointing, as the paper counts them in its budget.
+    One CoDaPO step has two phases: one on the update batch B (the questions of one generation batch, each with
+    `num_generations` rollouts), then one on the resampled batch S (the top-K questions of B by value, repeated so
+    that |S| = |B|, with fresh rollouts). Each phase takes `codapo_steps_per_phase` optimizer steps
+    (`steps_per_generation / gradient_accumulation_steps` chunks, `num_iterations` passes; 1 by default, as in the
+    paper's Algorithm 1; 8 in the authors' released code). Every step counts in `global_step`, `max_steps`, the
+    learning rate schedule, logging and checkpointing, as the paper counts S's updates in its budget.
 
     Parameters:
         > Parameters that control CoDaWeighting
@@ -55,19 +57,20 @@ class CoDaPOConfig(GRPOConfig):
             Constant added to every value. The paper uses none; the authors' released code uses `0.1`. Must be
             non-negative.
         codapo_correctness_reward (`str` or `None`, *optional*, defaults to `None`):
-            Name of the reward function whose reward, clamped to [0, 1], is the correctness that defines difficulty.
-            `None` uses the first reward function. A question whose correctness is undefined (the reward function
-            returned `None`) gets `v = 0` and is never resampled.
+            Name of the reward function whose reward, which must lie in [0, 1] (a 0/1 score or a pass rate), is the
+            correctness that defines difficulty. `None` uses the first reward function. A question whose correctness
+            is undefined (the reward function returned `None`) gets `v = 0` and is never resampled.
 
         > Parameters that control CoDaSampling
 
         codapo_sampling (`bool`, *optional*, defaults to `True`):
-            Whether to take the second, focused update on the resampled batch S. When `False`, each step is one
-            update on B (the ablation of the paper's Table 4).
+            Whether to take the second, focused phase on the resampled batch S. When `False`, every phase is a B
+            phase (the ablation of the paper's Table 4).
         codapo_top_k (`int` or `None`, *optional*, defaults to `None`):
-            K, the number of distinct questions kept for S. `None` means a quarter of the questions of one update
-            (at least 1), the paper's 4 of 16. Each kept question is repeated |B|/K times; when K does not divide
-            |B|, the highest-valued questions get one extra copy.
+            K, the number of distinct questions kept for S, an integer. `None` means a quarter of the questions of
+            one phase (at least 1), the paper's 4 of 16. Only questions with a positive value are kept (if fewer
+            than K, they share S; if none, the K hardest). Each kept question is repeated |B|/K times; when K does
+            not divide |B|, the highest-valued questions get one extra copy.
         codapo_resample_timing (`str`, *optional*, defaults to `"before_update"`):
             When S's rollouts are generated. `"before_update"` (the paper's Algorithm 1): right after B's, from the
             same behaviour policy, so S's update is off-policy and clipping acts. `"after_update"` (the authors'
@@ -133,22 +136,22 @@ class CoDaPOConfig(GRPOConfig):
     codapo_correctness_reward: str | None = field(
         default=None,
         metadata={
-            "help": "Name of the reward function whose reward (clamped to [0, 1]) is the correctness defining "
+            "help": "Name of the reward function whose reward (in [0, 1]) is the correctness defining "
             "difficulty. Default: the first reward function."
         },
     )
     codapo_sampling: bool = field(
         default=True,
         metadata={
-            "help": "Take a second, focused update per step on the top-K questions of the update batch, resampled "
-            "with fresh rollouts. False: one update on B per step."
+            "help": "Take a second, focused phase per step on the top-K questions of the update batch, resampled "
+            "with fresh rollouts. False: B phases only."
         },
     )
     codapo_top_k: int | None = field(
         default=None,
         metadata={
             "help": "K, the number of distinct questions resampled per step. Default: a quarter of the questions "
-            "of one update (at least 1)."
+            "of one phase (at least 1). Must be an integer."
         },
     )
     codapo_resample_timing: Literal["before_update", "after_update"] = field(

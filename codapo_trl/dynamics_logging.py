@@ -127,7 +127,7 @@ class DynamicsMixin:
             Path of a JSONL file with one row per question per update (relative paths are under `output_dir`).
             Default: the config's `codapo_question_log` if it has one, else no file.
         correctness_reward (`str`, *optional*):
-            Name of the reward function whose reward, clamped to [0, 1], is correctness. Default: the config's
+            Name of the reward function whose reward, in [0, 1], is correctness. Default: the config's
             `codapo_correctness_reward` if it has one, else the first reward function.
     """
 
