@@ -6,7 +6,7 @@ from unittest.mock import patch
 import pytest
 import torch
 from fakes import deterministic_rollout, hash_reward, parity_reward, question_dataset
-from test_trainer import make_args, record_outputs
+from test_trainer import make_args, record_outputs, record_parent_generations
 from transformers import GenerationMixin
 
 from codapo_trl import CoDaPOConfig, CoDaPOTrainer, GRPODynamicsTrainer
@@ -187,3 +187,149 @@ def test_multi_turn_confidence_counts_only_the_models_tokens(tiny_model_dir, tmp
         expected = (model_tokens - 2) * math.log(0.5) + 2 * math.log(0.25)
         torch.testing.assert_close(stats.log_confidence, expected / model_tokens)
         torch.testing.assert_close(stats.token_counts, model_tokens.view(-1, 4).sum(1))
+
+
+# ---------------------------------------------------------------------- tool calling with CoDaPO on
+def multiply_tool(a: int, b: int) -> int:
+    """
+    Multiplies two integers.
+
+    Args:
+        a: The first integer.
+        b: The second integer.
+
+    Returns:
+        The product of the two integers.
+    """
+    return a * b
+
+
+TOOL_CALL = '<tool_call>\n{"name": "multiply_tool", "arguments": {"a": 3, "b": 4}}\n</tool_call><|im_end|>'
+
+
+@pytest.fixture(scope="module")
+def tool_model_dir(tiny_model_dir, tmp_path_factory):
+    """The tiny model with TRL's Qwen3 chat template (which renders tool calls) and its response parser."""
+    import os
+
+    import trl
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl.chat_template_utils import add_response_schema
+
+    path = tmp_path_factory.mktemp("tool-model")
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    special = ["<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>", "<think>", "</think>"]
+    tokenizer.add_special_tokens({"additional_special_tokens": special})
+    with open(os.path.join(os.path.dirname(trl.__file__), "chat_templates", "qwen3.jinja")) as f:
+        tokenizer.chat_template = f.read()
+    tokenizer = add_response_schema(tokenizer)
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    model.resize_token_embeddings(len(tokenizer))
+    model.config.max_position_embeddings = 4096  # the tool descriptions make long prompts
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return str(path)
+
+
+def tool_generate_for(tokenizer, call_text):
+    """A replaced `generate`: even rows call a tool, odd rows answer directly, a turn after a tool answers "Done!"."""
+    call_ids = tokenizer(call_text, add_special_tokens=False)["input_ids"]
+    done_ids = tokenizer("Done!<|im_end|>", add_special_tokens=False)["input_ids"]
+    plain_ids = tokenizer("No tool.<|im_end|>", add_special_tokens=False)["input_ids"]
+    response_id = tokenizer.convert_tokens_to_ids("<tool_response>")
+
+    def generate(self, input_ids=None, **kwargs):
+        rows = []
+        for i, prompt in enumerate(input_ids.tolist()):
+            rows.append(done_ids if response_id in prompt else (call_ids if i % 2 == 0 else plain_ids))
+        width = max(map(len, rows))
+        rows = [r + [tokenizer.pad_token_id] * (width - len(r)) for r in rows]
+        return torch.cat([input_ids, torch.tensor(rows, device=input_ids.device)], dim=1)
+
+    return generate
+
+
+def run_multi_turn(trainer, call_text):
+    """Train with tool-calling rollouts; returns the generation outputs, the per-batch checks and the prompts."""
+    outputs = record_outputs(trainer)
+    checks = []
+    original_weigh = trainer._codapo_weigh
+
+    def weigh_and_check(output, stats):
+        own = output["completion_mask"] * output["tool_mask"]
+        forward = trainer._policy_logps(output)
+        expected = (forward * own).sum(1) / own.sum(1)
+        checks.append(((stats.log_confidence - expected).abs().max().item(), own, stats))
+        return original_weigh(output, stats)
+
+    trainer._codapo_weigh = weigh_and_check
+    calls, parent_patch = record_parent_generations(trainer)
+    with (
+        parent_patch,
+        patch.object(GenerationMixin, "generate", tool_generate_for(trainer.processing_class, call_text)),
+    ):
+        trainer.train()
+    assert [h["tools/call_frequency"] for h in trainer.state.log_history if "tools/call_frequency" in h] == [0.5, 0.5]
+    assert fallback_count(trainer) == [1.0, 1.0]
+    assert len(checks) == 2
+    for error, own, stats in checks:
+        assert error < 1e-5  # confidence: the policy's own tokens only
+        torch.testing.assert_close(stats.token_counts, own.sum(1).float().view(-1, 2).sum(1))
+    tool_rows = outputs[0]["tool_mask"].sum(1) < outputs[0]["completion_mask"].sum(1)
+    assert tool_rows.sum() == 4  # the even rows called the tool; its output is masked
+    return calls
+
+
+@pytest.mark.parametrize("timing", ["before_update", "after_update"])
+def test_tool_calling_with_codapo(tool_model_dir, tmp_path, timing):
+    """Multi-turn tool rollouts with CoDaPO on: `generate` is replaced (as in TRL's own tool tests), so confidence
+    comes from a forward pass, over the policy's own tokens only (tool output masked); T_j counts those; S holds
+    B's top-K questions and runs its own tool calls."""
+    args = make_args(tmp_path, codapo_resample_timing=timing, max_completion_length=200, num_generations=2)
+    trainer = CoDaPOTrainer(
+        tool_model_dir, hash_reward, args=args, train_dataset=question_dataset(), tools=[multiply_tool]
+    )
+    calls = run_multi_turn(trainer, TOOL_CALL)
+    assert set(calls[1]) <= set(calls[0])
+
+
+class CounterEnvironment:
+    """A tiny environment: one counter per rollout, reset from the row, incremented by a tool."""
+
+    def reset(self, **row):
+        self.count = int(row.get("qid", 0))
+
+    def increment(self, step: int) -> int:
+        """
+        Increments the counter.
+
+        Args:
+            step: How much to add.
+
+        Returns:
+            The new value of the counter.
+        """
+        self.count += step
+        return self.count
+
+
+def counter_reward(environments, **kwargs):
+    return [float(env.count % 2) for env in environments]
+
+
+@pytest.mark.parametrize("timing", ["before_update", "after_update"])
+def test_environment_with_codapo(tool_model_dir, tmp_path, timing, monkeypatch):
+    """An `environment_factory` with CoDaPO on: each rollout (S's copies included) gets its own environment reset from
+    its question's row, and confidence, T_j and selection work as for tools."""
+    monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")
+    args = make_args(tmp_path, codapo_resample_timing=timing, max_completion_length=200, num_generations=2)
+    trainer = CoDaPOTrainer(
+        tool_model_dir,
+        counter_reward,
+        args=args,
+        train_dataset=question_dataset(),
+        environment_factory=CounterEnvironment,
+    )
+    call = '<tool_call>\n{"name": "increment", "arguments": {"step": 2}}\n</tool_call><|im_end|>'
+    calls = run_multi_turn(trainer, call)
+    assert set(calls[1]) <= set(calls[0])
