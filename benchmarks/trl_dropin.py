@@ -77,6 +77,30 @@ class DropInTrainer(CoDaPOTrainer):
 trl.GRPOConfig, trl.GRPOTrainer = DropInConfig, DropInTrainer
 '''
 
+# Beginnings of the lines of the Zen of Python (`import this`), 17 for training and 2 for testing, as the tests expect.
+ZEN_PROMPTS = {
+    "train": [
+        "Beautiful is better than",
+        "Explicit is",
+        "Simple is better",
+        "Complex",
+        "Flat is better than",
+        "Sparse is better",
+        "Readability",
+        "Special cases aren't special",
+        "Although practicality beats",
+        "Errors should never",
+        "Unless explicitly",
+        "In the face of ambiguity, refuse",
+        "There should be one-- and preferably",
+        "Although that way may not be obvious",
+        "Now is better",
+        "Although never is often better than",
+        "If the implementation is hard to explain,",
+    ],
+    "test": ["If the implementation is easy to explain,", "Namespaces are one honking great idea --"],
+}
+
 ZEN_README = """---
 configs:
 - config_name: standard_prompt_only
@@ -116,18 +140,7 @@ def build_fixtures(work: Path) -> None:
             Qwen2ForSequenceClassification(config).save_pretrained(hub / name)
             tokenizer.save_pretrained(hub / name)
     zen = hub / "zen"
-    words = [
-        "The sun",
-        "Beautiful is",
-        "Explicit is",
-        "Simple is",
-        "Complex is",
-        "Flat is",
-        "Sparse is",
-        "Readability",
-    ]
-    for split, count in (("train", 17), ("test", 5)):
-        prompts = [f"{words[i % len(words)]} {i}" for i in range(count)]
+    for split, prompts in ZEN_PROMPTS.items():
         for config_name, make in (
             ("standard_prompt_only", lambda p: p),
             ("conversational_prompt_only", lambda p: [{"role": "user", "content": p}]),

@@ -207,23 +207,23 @@ def select_top_k(
 ) -> list[int]:
     """CoDaSampling: the indices of the top-`k` groups by value, each repeated to fill `batch_size` slots.
 
-    Only groups with a positive value compete (a question of value 0 would carry no weight in S's loss): the top-`k`
-    of them by value, ties broken by position (the earlier group first). If fewer than `k` values are positive, the
-    positive ones share the batch. If none is (every question solved or unsolved, with no offset), the `k` groups
-    with the highest `difficulty` are taken, unsolved before solved (fresh rollouts of an unsolved question may
-    discover a solution; a solved one's carry no signal), then by position; without `difficulty`, the first `k` by
-    position. NaN values and difficulties (correctness undefined) come last. The result depends only on its
-    arguments, so every process that holds the same gathered values selects the same groups.
+    Groups are ranked by value, highest first. Among groups of value 0 or less (when fewer than `k` have a positive
+    value; with no offset these are the solved and the unsolved questions), the ones with the higher `difficulty`
+    come first, so unsolved before solved: fresh rollouts of an unsolved question may discover a solution, a solved
+    one's carry no signal. Remaining ties go to the earlier group. NaN values (correctness undefined) are never
+    selected while any defined value remains; if fewer than `k` are defined, the defined ones share the batch, and
+    only when none is the first `k` groups by position are taken. The result depends only on its arguments, so every
+    process that holds the same gathered values selects the same groups.
 
-    Each selected group appears ``batch_size // n`` times (``n`` the number of selected groups); the highest-valued
+    Each selected group appears ``batch_size // n`` times (``n`` the number of selected groups); the highest-ranked
     ``batch_size % n`` groups get one extra copy. The result is ordered by rank, copies of one group together.
 
     Args:
         values (`torch.Tensor` or sequence of floats of length `num_groups`): v_q per group.
         k (`int`): number of distinct groups to keep, ``1 <= k <= num_groups``.
         batch_size (`int`): number of slots to fill, ``batch_size >= k``.
-        difficulty (`torch.Tensor` or sequence of floats, *optional*): d_q per group, for the case where no value is
-            positive.
+        difficulty (`torch.Tensor` or sequence of floats, *optional*): d_q per group, to order the groups whose value
+            is not positive (without it they go by position).
 
     Returns:
         `list[int]` of length `batch_size`: group indices.
@@ -232,10 +232,8 @@ def select_top_k(
     ```python
     >>> select_top_k(torch.tensor([0.1, 0.9, 0.5, 0.9]), k=2, batch_size=5)
     [1, 1, 1, 3, 3]
-    >>> select_top_k([0.0, 0.6, 0.0, 0.0], k=2, batch_size=4)  # one positive value: it fills S
-    [1, 1, 1, 1]
-    >>> select_top_k([0.0, 0.0, 0.0], k=2, batch_size=2, difficulty=[0.0, 1.0, 1.0])  # none: the unsolved ones
-    [1, 2]
+    >>> select_top_k([0.0, 0.6, 0.0, 0.0], k=2, batch_size=4, difficulty=[0.0, 0.5, 1.0, 1.0])  # unsolved next
+    [1, 1, 2, 2]
     ```
     """
     flat = _floats(values)
@@ -243,14 +241,17 @@ def select_top_k(
         raise ValueError(f"k must be between 1 and the number of groups ({len(flat)}), got {k}.")
     if batch_size < k:
         raise ValueError(f"batch_size ({batch_size}) must be at least k ({k}).")
-    positive = [i for i, v in enumerate(flat) if v > 0]  # NaN > 0 is False
-    if positive:
-        ranked = sorted(positive, key=lambda i: (-flat[i], i))[:k]
-    else:
-        hardness = _floats(difficulty) if difficulty is not None else [0.0] * len(flat)
-        if len(hardness) != len(flat):
-            raise ValueError(f"Got {len(flat)} values but {len(hardness)} difficulties.")
-        ranked = sorted(range(len(flat)), key=lambda i: (math.isnan(hardness[i]), -_nan_to(hardness[i], 0.0), i))[:k]
+    hardness = _floats(difficulty) if difficulty is not None else [0.0] * len(flat)
+    if len(hardness) != len(flat):
+        raise ValueError(f"Got {len(flat)} values but {len(hardness)} difficulties.")
+    defined = [i for i, v in enumerate(flat) if not math.isnan(v)]
+
+    def rank(i: int) -> tuple:
+        if flat[i] > 0:
+            return (0, -flat[i], 0.0, i)
+        return (1, 0.0, -_nan_to(hardness[i], -1.0), i)  # undefined difficulty after every defined one
+
+    ranked = sorted(defined, key=rank)[:k] if defined else list(range(k))
     copies, extra = divmod(batch_size, len(ranked))
     return [index for rank, index in enumerate(ranked) for _ in range(copies + (1 if rank < extra else 0))]
 

@@ -68,8 +68,8 @@ class CoDaPOConfig(GRPOConfig):
             phase (the ablation of the paper's Table 4).
         codapo_top_k (`int` or `None`, *optional*, defaults to `None`):
             K, the number of distinct questions kept for S, an integer. `None` means a quarter of the questions of
-            one phase (at least 1), the paper's 4 of 16. Only questions with a positive value are kept (if fewer
-            than K, they share S; if none, the K hardest). Each kept question is repeated |B|/K times; when K does
+            one phase (at least 1), the paper's 4 of 16. When fewer than K have a positive value, the others are
+            taken by difficulty, unsolved before solved. Each kept question is repeated |B|/K times; when K does
             not divide |B|, the highest-valued questions get one extra copy.
         codapo_resample_timing (`str`, *optional*, defaults to `"before_update"`):
             When S's rollouts are generated. `"before_update"` (the paper's Algorithm 1): right after B's, from the

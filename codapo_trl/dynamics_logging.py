@@ -343,7 +343,7 @@ class DynamicsMixin:
                 self._warned_correctness_range = True
                 logger.warning("%s The dynamics metrics clamp it to [0, 1].", message)
         undefined = 1.0 - defined.float().mean().item()
-        self._metrics["train"]["dynamics/correctness_undefined_frac"].append(undefined)
+        self._metrics["train"]["rewards/correctness_undefined_frac"].append(undefined)
         if defined.any():
             self._undefined_batches = 0
         else:

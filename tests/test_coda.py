@@ -138,16 +138,19 @@ def test_select_top_k(values, k, batch_size, expected):
     assert coda.select_top_k(values, k, batch_size) == expected  # plain sequences too
 
 
-def test_select_top_k_keeps_only_positive_values():
+def test_select_top_k_below_k_positive_values():
     nan = float("nan")
-    # v = 0 carries no weight in S: the positive values share the batch, never a 0 or an undefined question
-    assert coda.select_top_k(torch.tensor([nan, 0.0, nan, 0.2]), 2, 4) == [3, 3, 3, 3]
-    assert coda.select_top_k(torch.tensor([0.0, 0.3, 0.0, 0.1, 0.0]), 3, 5) == [1, 1, 1, 3, 3]
-    # no positive value: the hardest questions (unsolved first), then position; undefined difficulty last
-    difficulty = [0.0, 1.0, nan, 0.0, 1.0]
-    assert coda.select_top_k([0.0, 0.0, nan, 0.0, 0.0], 2, 4, difficulty=difficulty) == [1, 1, 4, 4]
-    assert coda.select_top_k([0.0, 0.0, nan, 0.0, 0.0], 4, 4, difficulty=difficulty) == [1, 4, 0, 3]
-    # nothing known at all: position order
+    # v = 0 is a real (low) value and beats an undefined question
+    assert coda.select_top_k(torch.tensor([nan, 0.0, nan, 0.2]), 2, 4) == [3, 3, 1, 1]
+    # fewer than K positive: then the hardest of the rest (unsolved before solved), then position; a group whose
+    # difficulty is undefined comes after them
+    values, difficulty = [0.0, 0.0, 0.3, 0.0, 0.0], [0.0, 1.0, 0.5, nan, 1.0]
+    assert coda.select_top_k(values, 3, 6, difficulty=difficulty) == [2, 2, 1, 1, 4, 4]
+    assert coda.select_top_k(values, 5, 5, difficulty=difficulty) == [2, 1, 4, 0, 3]
+    assert coda.select_top_k(values, 3, 3) == [2, 0, 1]  # without difficulty: position
+    # fewer defined values than k: the defined ones share the batch
+    assert coda.select_top_k(torch.tensor([nan, 0.3, nan, nan]), 2, 4) == [1, 1, 1, 1]
+    # nothing defined at all: fall back to position order
     assert coda.select_top_k(torch.tensor([nan, nan, nan]), 2, 3) == [0, 0, 1]
     with pytest.raises(ValueError, match="3 values but 2 difficulties"):
         coda.select_top_k([0.0, 0.0, 0.0], 2, 3, difficulty=[0.0, 1.0])

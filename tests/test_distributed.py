@@ -56,10 +56,10 @@ def relative_error(got: dict, ref: dict) -> float:
     return ((a - b).norm() / b.norm()).item()
 
 
-def check_two_ranks(records, reference, per_process_rows=6, num_generations=4):
+def check_two_ranks(records, reference, per_process_rows=6, num_generations=4, steps_per_phase=1):
     assert [r["rank"] for r in records] == [0, 1] and records[0]["world_size"] == 2
     rank0, rank1 = records
-    assert rank0["phases"] == rank1["phases"] == [0.0, 1.0, 0.0, 1.0]
+    assert rank0["phases"] == rank1["phases"] == ([0.0] * steps_per_phase + [1.0] * steps_per_phase) * 2
     # Both ranks hold the same selection, and it is the one a single process makes on the same rollouts.
     assert rank0["selections"] == rank1["selections"] == reference["selections"]
     # Each rank generated its contiguous share of S: G rollouts per copy, the copies in selection order.
@@ -73,11 +73,13 @@ def check_two_ranks(records, reference, per_process_rows=6, num_generations=4):
     rows = [json.loads(line) for line in lines]
     num_questions = 2 * per_process_rows // num_generations
     assert len(rows) == 4 * num_questions
-    for step in (1, 3):
+    for step in (1, 1 + 2 * steps_per_phase):
         batch = [r for r in rows if r["step"] == step]
         assert len({r["question_id"] for r in batch}) == num_questions and all(r["phase"] == 0 for r in batch)
-    # Same update as one process taking the whole batch (up to float reassociation).
-    assert relative_error(rank0["delta"], reference["delta"]) < 1e-3
+    # Same update as one process taking the whole batch (up to float reassociation). With several steps per phase
+    # each rank shuffles its own rows into the steps, so the chunks (and the path) differ from one process's.
+    if steps_per_phase == 1:
+        assert relative_error(rank0["delta"], reference["delta"]) < 1e-3
 
 
 @pytest.fixture(scope="module")
@@ -91,11 +93,12 @@ def model_dir(tmp_path_factory):
 def single_process(model_dir, tmp_path_factory):
     runs = {}
 
-    def get(timing):
-        if timing not in runs:
+    def get(timing, *options):
+        key = (timing, *options)
+        if key not in runs:
             out = tmp_path_factory.mktemp(f"single-{timing}")
-            (runs[timing],) = run_worker(out, model_dir, "per_device=12", f"timing={timing}")
-        return runs[timing]
+            (runs[key],) = run_worker(out, model_dir, "per_device=12", f"timing={timing}", *options)
+        return runs[key]
 
     return get
 
@@ -105,6 +108,14 @@ def test_ddp_two_processes(model_dir, single_process, tmp_path, timing):
     config = ROOT / "accelerate_configs" / "cpu_multiprocess.yaml"
     records = run_worker(tmp_path, model_dir, "per_device=6", f"timing={timing}", accelerate_config=config)
     check_two_ranks(records, single_process(timing))
+
+
+def test_ddp_two_processes_two_steps_per_phase(model_dir, single_process, tmp_path):
+    """Two optimizer steps per phase on two ranks: same phases, same selections as one process, S's rows split."""
+    config = ROOT / "accelerate_configs" / "cpu_multiprocess.yaml"
+    records = run_worker(tmp_path, model_dir, "per_device=3", "spg=2", accelerate_config=config)
+    reference = single_process("before_update", "per_device=6", "spg=2")
+    check_two_ranks(records, reference, steps_per_phase=2)
 
 
 def test_deepspeed_zero3_two_processes(model_dir, single_process, tmp_path):

@@ -490,7 +490,12 @@ def test_each_phase_takes_its_own_optimizer_steps(
     )
     weigh_stats = []
     original_weigh = trainer._codapo_weigh
-    trainer._codapo_weigh = lambda output, stats: weigh_stats.append(original_weigh(output, stats)) or weigh_stats[-1]
+
+    def weigh(output, stats):
+        weigh_stats.append((original_weigh(output, stats), stats.difficulty))
+        return weigh_stats[-1][0]
+
+    trainer._codapo_weigh = weigh
     calls, parent_patch = record_parent_generations(trainer)
     with parent_patch, patch.object(CoDaPOTrainer, "training_step", wraps=trainer.training_step) as step:
         trainer.train()
@@ -499,10 +504,13 @@ def test_each_phase_takes_its_own_optimizer_steps(
     assert step.call_count == 4 * steps_per_phase * accumulation
     # one generation per phase (B1, S1, B2, S2), S from the top-K of the B just before it
     assert len(calls) == 4 and len(weigh_stats) == 4
-    for b_call, s_call, values in ((calls[0], calls[1], weigh_stats[0]), (calls[2], calls[3], weigh_stats[2])):
+    for b_call, s_call, (values, difficulty) in (
+        (calls[0], calls[1], weigh_stats[0]),
+        (calls[2], calls[3], weigh_stats[2]),
+    ):
         questions = b_call[::2]
-        ranked = sorted(range(4), key=lambda j: (-values[j].item(), j))[:2]
-        assert s_call == [questions[j] for j in ranked for _ in range(4)]
+        selection = coda.select_top_k(values, 2, 4, difficulty)  # the rule itself is tested in test_coda.py
+        assert s_call == [questions[j] for j in selection for _ in range(2)]
     assert calls[0] != calls[2]
 
 
@@ -653,9 +661,9 @@ def test_correctness_undefined_for_whole_batches_warns_then_stops(tiny_model_dir
     )
     assert trainer.state.global_step == 4  # B, S, B, S trained (on nothing); the 5th batch stops the run
     logged = [
-        h["dynamics/correctness_undefined_frac"]
+        h["rewards/correctness_undefined_frac"]
         for h in trainer.state.log_history
-        if "dynamics/correctness_undefined_frac" in h
+        if "rewards/correctness_undefined_frac" in h
     ]
     assert logged == [1.0] * 4
 

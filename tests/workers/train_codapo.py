@@ -35,11 +35,13 @@ class RecordSelection(TrainerCallback):
     def __init__(self):
         self.trainer = None
         self.selections = []
+        self.last_step = None
 
     def on_step_end(self, args, state, control, **kwargs):
-        if state.global_step % 2 == 1:  # just after a B update
-            held = self.trainer._codapo.selection
-            self.selections.append([row["prompt"][-1]["content"] for row in held])
+        state = self.trainer._codapo
+        if state.selection is not None and state.selection_step != self.last_step:  # a new B phase selected
+            self.last_step = state.selection_step
+            self.selections.append([row["prompt"][-1]["content"] for row in state.selection])
 
 
 def main():
@@ -49,9 +51,10 @@ def main():
         output_dir=str(out / "run"),
         per_device_train_batch_size=int(overrides.pop("per_device", 4)),
         gradient_accumulation_steps=int(overrides.pop("accumulation", 1)),
+        steps_per_generation=int(overrides["spg"]) if "spg" in overrides else None,
         num_generations=4,
         max_completion_length=8,
-        max_steps=int(overrides.pop("max_steps", 4)),
+        max_steps=int(overrides.pop("max_steps", 4 * int(overrides.pop("spg", 1)))),
         logging_steps=1,
         learning_rate=1e-3,
         optim="sgd",
