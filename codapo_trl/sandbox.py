@@ -70,8 +70,11 @@ __all__ = [
     "IsolationReport",
     "Sandbox",
     "SandboxConfig",
+    "SandboxFloorError",
     "Status",
+    "check_floor",
     "detect_isolation",
+    "floor_gaps",
     "get_sandbox",
     "run_python",
 ]
@@ -120,6 +123,9 @@ class SandboxConfig:
         uid_base (`int`): first uid of the pool used when the trainer is root.
         uid_count (`int`): size of that pool (one uid per concurrent execution on the machine).
         base_dir (`str`, *optional*): where per-run directories are created; defaults to the temp dir.
+        allow_below_floor (`bool`): run untrusted programs even when the active layers do not reach the isolation
+            floor (see [`floor_gaps`]); also switched on by the environment variable
+            `CODAPO_SANDBOX_ALLOW_BELOW_FLOOR=1`. For debugging on machines without namespaces only.
     """
 
     timeout: float = 4.0
@@ -140,6 +146,7 @@ class SandboxConfig:
     uid_base: int = 61000
     uid_count: int = 512
     base_dir: str | None = None
+    allow_below_floor: bool = False
 
     def __post_init__(self) -> None:
         unknown = set(self.disable) - set(ALL_LAYERS)
@@ -248,10 +255,60 @@ class IsolationReport:
     privileged: bool = False
 
     def summary(self) -> str:
-        lines = "active: " + ", ".join(("rlimits",) + self.active)
-        if self.missing:
-            lines += "; not active: " + "; ".join(f"{k} ({v})" for k, v in self.missing.items())
-        return lines
+        """Every layer, and whether it is active (with the reason when it is not)."""
+        parts = ["caps: on", "rlimits: on"]
+        for layer in ALL_LAYERS:
+            if layer in self.active:
+                parts.append(f"{layer}: on")
+            else:
+                parts.append(f"{layer}: OFF ({self.missing.get(layer, 'not available')})")
+        return "; ".join(parts)
+
+
+BELOW_FLOOR_ENV = "CODAPO_SANDBOX_ALLOW_BELOW_FLOOR"
+
+
+class SandboxFloorError(RuntimeError):
+    """The active isolation layers do not reach the floor below which no untrusted program runs."""
+
+
+def floor_gaps(active: Sequence[str], allow_fork: bool = False, kernel_counts_nproc_per_userns: bool = True) -> list[str]:
+    """The protections of the isolation floor that the layers in `active` do not give, each with the layers that
+    would give it. Empty when the floor is reached.
+
+    The floor: no capabilities (always: the bounding set is dropped and `no_new_privs` set whatever the layers),
+    no network (`netns` or `seccomp`), no writes outside the working directory and no view of the project
+    checkout or user directories (`mountns` or `landlock`), bounded CPU time and memory (`rlimits`, always) and a
+    bounded number of processes (`uid`, `userns`, `cgroup`, or `seccomp` without `allow_fork`).
+    """
+    have = set(active)
+    gaps = []
+    if not have & {"netns", "seccomp"}:
+        gaps.append("no network (needs the netns or seccomp layer)")
+    if not have & {"mountns", "landlock"}:
+        gaps.append("no writes outside the working directory, host data hidden (needs the mountns or landlock layer)")
+    nproc = "uid" in have or ("userns" in have and kernel_counts_nproc_per_userns) or "cgroup" in have
+    if not nproc and not ("seccomp" in have and not allow_fork):
+        gaps.append("bounded number of processes (needs the uid, userns, cgroup or seccomp layer)")
+    return gaps
+
+
+def check_floor(report: IsolationReport, config: SandboxConfig) -> None:
+    """Refuse (with [`SandboxFloorError`]) to run untrusted code below the isolation floor, unless opted out."""
+    gaps = floor_gaps(report.active, config.allow_fork, _kernel_at_least(5, 14))
+    if not gaps:
+        return
+    opted_out = config.allow_below_floor or os.environ.get(BELOW_FLOOR_ENV, "") not in ("", "0")
+    message = (
+        "the sandbox's active layers are below the isolation floor; missing: "
+        + "; ".join(gaps)
+        + f". Layers: {report.summary()}. Fix the machine (namespaces, seccomp or Landlock), or opt out explicitly "
+        f"with SandboxConfig(allow_below_floor=True) or {BELOW_FLOOR_ENV}=1 (untrusted code then runs with these "
+        "protections missing)."
+    )
+    if not opted_out:
+        raise SandboxFloorError(message)
+    logger.warning("codapo sandbox: running below the isolation floor (opted out): %s", message)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -451,11 +508,18 @@ def drop_capabilities():
             last = int(f.read())
     except (OSError, ValueError):
         pass
+    permitted = 1
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("CapPrm:"):
+                permitted = int(line.split()[1], 16)
+    libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+    if not permitted and os.geteuid() != 0:
+        return  # holds no capability, and no_new_privs (set below) stops an exec from granting any
     for cap in range(last + 1):
         rc = libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)
         if rc != 0 and ctypes.get_errno() != 22:  # EINVAL: unknown to this kernel
             check(rc, "dropping capability %d from the bounding set" % cap)
-    libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
     # SECBIT_NOROOT (+ locked), SECBIT_KEEP_CAPS_LOCKED, SECBIT_NO_CAP_AMBIENT_RAISE (+ locked)
     check(libc.prctl(PR_SET_SECUREBITS, 0x01 | 0x02 | 0x20 | 0x40 | 0x80, 0, 0, 0), "securebits")
 
@@ -1369,6 +1433,11 @@ def detect_isolation(config: SandboxConfig | None = None) -> IsolationReport:
         report = _detect(config, python)
         _DETECTED[key] = report
         logger.info("codapo sandbox isolation: %s", report.summary())
+        gaps = floor_gaps(report.active, config.allow_fork, _kernel_at_least(5, 14))
+        if gaps:
+            logger.error("codapo sandbox: below the isolation floor (untrusted code is refused): %s", "; ".join(gaps))
+        else:
+            logger.info("codapo sandbox: isolation floor reached")
         for weakness in _weaknesses(report):
             logger.warning("codapo sandbox: %s", weakness)
         return report
@@ -1425,7 +1494,9 @@ def _detect(config: SandboxConfig, python: str) -> IsolationReport:
         active = tuple(candidates)
         trial = IsolationReport(active=active, missing=dict(missing), python_executable=python, privileged=root)
         # allow_fork=True so that the cgroup layer is exercised too (see `Sandbox.uses_cgroups`).
-        sandbox = Sandbox(replace(config, timeout=max(config.timeout, 10.0), allow_fork=True), isolation=trial)
+        sandbox = Sandbox(
+            replace(config, timeout=max(config.timeout, 10.0), allow_fork=True), isolation=trial, _probe=True
+        )
         result = sandbox.run("print(6 * 7)")
         if result.status is Status.OK and result.stdout.strip() == "42":
             return trial
@@ -1449,9 +1520,26 @@ def _detect(config: SandboxConfig, python: str) -> IsolationReport:
 # The sandbox
 # --------------------------------------------------------------------------------------------------------------
 
-_HIDE_CANDIDATES = ("/root", "/home", "/run/secrets", "/var/run/secrets")
+_HIDE_CANDIDATES = ("/root", "/home", "/run/secrets", "/var/run/secrets", "/mnt", "/media", "/srv", "/opt", "/work")
+# Top-level directories that hold the system itself: never hidden whole (a project below them is hidden itself).
+_SYSTEM_TOPS = frozenset(
+    ("", "usr", "lib", "lib32", "lib64", "libx32", "bin", "sbin", "etc", "proc", "sys", "dev", "run", "var", "tmp",
+     "boot", "snap", "nix")
+)
 _PRIVATE_TMP_CANDIDATES = ("/tmp", "/var/tmp", "/dev/shm")
-_READ_ROOTS = ("/dev", "/proc/self", "/usr/share/zoneinfo", "/etc/localtime", "/usr/lib/locale")
+_READ_ROOTS = (
+    "/dev",
+    "/proc/self/fd",
+    "/proc/self/status",
+    "/proc/self/stat",
+    "/proc/self/statm",
+    "/proc/self/net",
+    "/proc/cpuinfo",
+    "/proc/meminfo",
+    "/usr/share/zoneinfo",
+    "/etc/localtime",
+    "/usr/lib/locale",
+)
 # What the dynamic loader needs besides the interpreter's own prefix (Landlock also governs ld.so's reads).
 _LANDLOCK_EXTRA_READ = (
     "/usr/lib",
@@ -1486,13 +1574,19 @@ class Sandbox:
     """
 
     def __init__(
-        self, config: SandboxConfig | None = None, max_workers: int = 2, isolation: IsolationReport | None = None
+        self,
+        config: SandboxConfig | None = None,
+        max_workers: int = 2,
+        isolation: IsolationReport | None = None,
+        _probe: bool = False,
     ) -> None:
         if sys.platform != "linux":
             raise RuntimeError("the codapo_trl sandbox needs Linux")
         self.config = config or SandboxConfig()
         self.max_workers = max(1, int(max_workers))
         self.isolation = isolation or detect_isolation(self.config)
+        if not _probe:
+            check_floor(self.isolation, self.config)
         self._python = self.config.python_executable or _default_python()
         self._slots = threading.BoundedSemaphore(self.max_workers)
         self._free_slots = list(range(self.max_workers))  # list.pop/append are atomic; guarded by _slots
@@ -1703,7 +1797,7 @@ class Sandbox:
 
     def _hidden_dirs(self) -> list[str]:
         home = os.path.realpath(os.path.expanduser("~"))
-        candidates = [*_HIDE_CANDIDATES, home]
+        candidates = [*_HIDE_CANDIDATES, home, *_host_data_dirs(self._python)]
         out = []
         for path in candidates:
             if path in ("/", "/tmp", "/usr", "/etc") or not os.path.isdir(path) or os.path.islink(path):
@@ -1918,6 +2012,27 @@ class Sandbox:
             result.reason = unconfirmed
         else:
             result.status = Status.OK
+
+
+@functools.cache
+def _host_data_dirs(python: str) -> tuple[str, ...]:
+    """Where the project checkout, its environment and its data may live (the working directory, this package,
+    the trainer's `sys.prefix` and import path): hidden from programs by the `mountns` layer. A directory below a
+    top-level directory that is not part of the system (`/work/proj`) hides that whole top-level directory."""
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    roots = _python_roots(python)
+    out: list[str] = []
+    for path in (os.getcwd(), here, sys.prefix, *sys.path):
+        if not path or not os.path.isabs(path):
+            continue
+        path = os.path.realpath(path)
+        if any(path == r or path.startswith(r + "/") for r in roots):
+            continue  # the runner's own interpreter
+        top = path.split("/")[1]
+        target = path if top in _SYSTEM_TOPS else "/" + top
+        if target not in ("/",) and os.path.isdir(target) and target not in out:
+            out.append(target)
+    return tuple(out)
 
 
 def _read_confirmation(result: ExecutionResult, report: bytes, nonce: str) -> str | None:
