@@ -45,11 +45,13 @@ logger = logging.getLogger(__name__)
 __all__ = [
     "REWARD_FUNCS",
     "GradeResult",
+    "check_reward_columns",
     "configure_grader",
     "extract_final_answer",
     "get_reward_funcs",
     "grade_answers",
     "math_accuracy_reward",
+    "restates_question",
 ]
 
 ANSWER_TYPES = ("math", "number", "choice")
@@ -995,6 +997,58 @@ def code_execution_reward(completions, tests, **kwargs) -> list[float | None]:
     from .rewards_code import code_execution_reward as reward
 
     return reward(completions, tests, **kwargs)
+
+
+code_execution_reward.required_columns = ("tests",)  # type: ignore[attr-defined]
+math_accuracy_reward.required_columns = ("answer",)  # type: ignore[attr-defined]
+
+
+def check_reward_columns(reward_funcs: Any, train_dataset: Any, eval_dataset: Any = None) -> None:
+    """Fail early when a dataset lacks a column one of the reward functions needs.
+
+    Reward functions declare the dataset columns they read in a `required_columns` attribute (a tuple of names,
+    e.g. `("answer",)` for `math_accuracy_reward`); functions without it, and reward models, are not checked.
+    Called by the training recipes after loading the data and by the trainers at construction, so that a missing
+    column stops the job before the first generation instead of inside the first reward call.
+
+    Args:
+        reward_funcs: one reward function or a list of them (as given to the trainer).
+        train_dataset: the training dataset (`datasets.Dataset` / `IterableDataset`, or anything with
+            `column_names`); `None` is not checked.
+        eval_dataset: the evaluation dataset, or a dict of them; `None` is not checked.
+
+    Raises:
+        `ValueError`: naming the reward function, the missing column(s), the dataset and its columns.
+
+    Example:
+        ```python
+        >>> from datasets import Dataset
+        >>> check_reward_columns([math_accuracy_reward], Dataset.from_dict({"prompt": ["1+1?"], "solution": ["2"]}))
+        Traceback (most recent call last):
+        ...
+        ValueError: The reward function 'math_accuracy_reward' reads the dataset column(s) ['answer'], ...
+        ```
+    """
+    funcs = reward_funcs if isinstance(reward_funcs, (list, tuple)) else [reward_funcs]
+    datasets_to_check: list[tuple[str, Any]] = [("train_dataset", train_dataset)]
+    if isinstance(eval_dataset, dict):
+        datasets_to_check += [(f"eval_dataset[{k!r}]", v) for k, v in eval_dataset.items()]
+    else:
+        datasets_to_check.append(("eval_dataset", eval_dataset))
+    for label, dataset in datasets_to_check:
+        columns = getattr(dataset, "column_names", None)
+        if dataset is None or columns is None:  # streaming datasets may not know their columns
+            continue
+        for func in funcs:
+            needed = getattr(func, "required_columns", ())
+            missing = [c for c in needed if c not in columns]
+            if missing:
+                name = getattr(func, "__name__", type(func).__name__)
+                raise ValueError(
+                    f"The reward function {name!r} reads the dataset column(s) {missing}, which {label} lacks (its "
+                    f"columns: {sorted(columns)}). Add or rename the column (e.g. `dataset.rename_column`), or use a "
+                    "reward function that matches the data."
+                )
 
 
 REWARD_FUNCS: dict[str, Callable[..., list[float | None]]] = {

@@ -497,6 +497,7 @@ def make_code_execution_reward(
         return [ev.reward for ev in evaluations]
 
     code_execution_reward.sandbox = sandbox  # type: ignore[attr-defined]
+    code_execution_reward.required_columns = ("tests",)  # type: ignore[attr-defined]
     return code_execution_reward
 
 
@@ -517,3 +518,6 @@ def code_execution_reward(completions: list, tests: list, **kwargs: Any) -> list
                 max_workers=int(os.environ.get("CODAPO_CODE_WORKERS", 2)),
             )
     return _DEFAULT_REWARD(completions, tests, **kwargs)
+
+
+code_execution_reward.required_columns = ("tests",)  # type: ignore[attr-defined]

@@ -168,3 +168,40 @@ def test_unusable_gold_is_skipped_and_parsed_once(monkeypatch):
     assert not [p for p in calls if p[0] is not None and p[1] == "\\slowgold{1}"]  # no prediction graded against it
     unparseable = grade_answers(["\\boxed{1}"], ["\\frac{}{"])[0]
     assert unparseable.correct is None and unparseable.reward is None
+
+
+def test_missing_reward_column_fails_before_generation():
+    from datasets import Dataset
+
+    from codapo_trl.rewards import check_reward_columns, code_execution_reward
+    from codapo_trl.rewards_code import make_code_execution_reward
+
+    math_data = Dataset.from_dict({"prompt": ["What is 1 + 1?"], "solution": ["2"]})
+    with pytest.raises(ValueError, match=r"'math_accuracy_reward' reads the dataset column\(s\) \['answer'\]"):
+        check_reward_columns([math_accuracy_reward], math_data)
+    with pytest.raises(ValueError, match=r"\['tests'\], which eval_dataset\['hard'\] lacks"):
+        check_reward_columns(
+            code_execution_reward, Dataset.from_dict({"tests": ["{}"]}), {"hard": Dataset.from_dict({"x": [1]})}
+        )
+    assert make_code_execution_reward.__name__ and code_execution_reward.required_columns == ("tests",)
+    check_reward_columns([math_accuracy_reward, lambda completions, **kw: [0.0]], Dataset.from_dict({"answer": ["2"]}))
+
+
+def test_trainer_refuses_a_dataset_without_the_reward_column(tiny_model_dir, tmp_path):
+    from fakes import question_dataset
+
+    from codapo_trl import CoDaPOConfig, CoDaPOTrainer
+
+    args = CoDaPOConfig(
+        output_dir=str(tmp_path / "out"),
+        per_device_train_batch_size=8,
+        num_generations=4,
+        max_completion_length=8,
+        max_steps=1,
+        report_to="none",
+        use_cpu=True,
+        save_strategy="no",
+    )
+    data = question_dataset().rename_column("answer", "solution")
+    with pytest.raises(ValueError, match=r"\['answer'\], which train_dataset lacks"):
+        CoDaPOTrainer(tiny_model_dir, math_accuracy_reward, args=args, train_dataset=data)
