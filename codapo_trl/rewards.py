@@ -927,9 +927,7 @@ def _question_texts(kwargs: dict[str, Any], n: int) -> list[str | None] | None:
             out.append(prompt)
         elif isinstance(prompt, (list, tuple)):
             out.append(
-                "\n".join(
-                    str(m.get("content", "")) for m in prompt if isinstance(m, dict) and m.get("role") == "user"
-                )
+                "\n".join(str(m.get("content", "")) for m in prompt if isinstance(m, dict) and m.get("role") == "user")
             )
         else:
             out.append(None)

@@ -261,6 +261,7 @@ def _call_result_matches(got: Any, expected: Any) -> bool:
 
 # ------------------------------------------------------------------------------------------------- programs
 
+
 def _harness(tests: ProblemTests, index: int) -> Harness:
     """How the sandbox's harness runs test case `index` (it confirms a pass itself; see [`Harness`])."""
     if tests.format == "check":

@@ -238,8 +238,15 @@ class Harness:
             raise ValueError("a 'check' harness needs `test` and `entry_point`")
 
     def spec(self, nonce: str) -> dict:
-        return {"nonce": nonce, "mode": self.mode, "fn_name": self.fn_name, "args": self.args, "test": self.test,
-                "entry_point": self.entry_point, "prelude": self.prelude}
+        return {
+            "nonce": nonce,
+            "mode": self.mode,
+            "fn_name": self.fn_name,
+            "args": self.args,
+            "test": self.test,
+            "entry_point": self.entry_point,
+            "prelude": self.prelude,
+        }
 
 
 SCRIPT = Harness()
@@ -272,7 +279,9 @@ class SandboxFloorError(RuntimeError):
     """The active isolation layers do not reach the floor below which no untrusted program runs."""
 
 
-def floor_gaps(active: Sequence[str], allow_fork: bool = False, kernel_counts_nproc_per_userns: bool = True) -> list[str]:
+def floor_gaps(
+    active: Sequence[str], allow_fork: bool = False, kernel_counts_nproc_per_userns: bool = True
+) -> list[str]:
     """The protections of the isolation floor that the layers in `active` do not give, each with the layers that
     would give it. Empty when the floor is reached.
 
@@ -1523,8 +1532,26 @@ def _detect(config: SandboxConfig, python: str) -> IsolationReport:
 _HIDE_CANDIDATES = ("/root", "/home", "/run/secrets", "/var/run/secrets", "/mnt", "/media", "/srv", "/opt", "/work")
 # Top-level directories that hold the system itself: never hidden whole (a project below them is hidden itself).
 _SYSTEM_TOPS = frozenset(
-    ("", "usr", "lib", "lib32", "lib64", "libx32", "bin", "sbin", "etc", "proc", "sys", "dev", "run", "var", "tmp",
-     "boot", "snap", "nix")
+    (
+        "",
+        "usr",
+        "lib",
+        "lib32",
+        "lib64",
+        "libx32",
+        "bin",
+        "sbin",
+        "etc",
+        "proc",
+        "sys",
+        "dev",
+        "run",
+        "var",
+        "tmp",
+        "boot",
+        "snap",
+        "nix",
+    )
 )
 _PRIVATE_TMP_CANDIDATES = ("/tmp", "/var/tmp", "/dev/shm")
 _READ_ROOTS = (
@@ -2055,8 +2082,17 @@ def _read_confirmation(result: ExecutionResult, report: bytes, nonce: str) -> st
     return f"the harness reports: {result.harness_value[:300]}"
 
 
-_MASKED_MODULE_PREFIXES = ("_ctypes", "_testcapi", "_testinternalcapi", "_testbuffer", "_testmultiphase",
-                           "_xxsubinterpreters", "_xxtestfuzz", "_testclinic", "_testimportmultiple")
+_MASKED_MODULE_PREFIXES = (
+    "_ctypes",
+    "_testcapi",
+    "_testinternalcapi",
+    "_testbuffer",
+    "_testmultiphase",
+    "_xxsubinterpreters",
+    "_xxtestfuzz",
+    "_testclinic",
+    "_testimportmultiple",
+)
 
 
 @functools.cache

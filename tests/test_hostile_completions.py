@@ -79,13 +79,21 @@ HEDGES = [
 
 # Structured golds (MATH Precalculus and friends): (gold, right answer, wrong answer).
 STRUCTURED = {
-    "vector": ("\\begin{pmatrix} 1 \\\\ -2 \\end{pmatrix}", "\\begin{pmatrix}1\\\\-2\\end{pmatrix}", "\\begin{pmatrix} 1 \\\\ 2 \\end{pmatrix}"),
+    "vector": (
+        "\\begin{pmatrix} 1 \\\\ -2 \\end{pmatrix}",
+        "\\begin{pmatrix}1\\\\-2\\end{pmatrix}",
+        "\\begin{pmatrix} 1 \\\\ 2 \\end{pmatrix}",
+    ),
     "matrix": (
         "\\begin{pmatrix} 1 & 2 \\\\ 3 & 4 \\end{pmatrix}",
         "\\begin{pmatrix} 1 & 2 \\\\ 3 & 4 \\end{pmatrix}",
         "\\begin{pmatrix} 1 & 2 \\\\ 4 & 3 \\end{pmatrix}",
     ),
-    "bmatrix": ("\\begin{bmatrix} 0 & 1 \\\\ 1 & 0 \\end{bmatrix}", "\\begin{pmatrix} 0 & 1 \\\\ 1 & 0 \\end{pmatrix}", "\\begin{pmatrix} 1 & 0 \\\\ 0 & 1 \\end{pmatrix}"),
+    "bmatrix": (
+        "\\begin{bmatrix} 0 & 1 \\\\ 1 & 0 \\end{bmatrix}",
+        "\\begin{pmatrix} 0 & 1 \\\\ 1 & 0 \\end{pmatrix}",
+        "\\begin{pmatrix} 1 & 0 \\\\ 0 & 1 \\end{pmatrix}",
+    ),
     "tuple": ("(1, -2)", "(1,-2)", "(-2, 1)"),
     "interval": ("[0, 5)", "[0,5)", "(0, 5]"),
     "union": ("(-\\infty, 3) \\cup (4, \\infty)", "(-\\infty,3)\\cup(4,\\infty)", "(-\\infty,3]\\cup(4,\\infty)"),

@@ -6,8 +6,8 @@ listener this test starts on 127.0.0.1, a kill attempt only a process this test 
 names unique to the test run.
 
 Configurations: every layer the detector finds ("all"), and each single layer switched off (`SandboxConfig.disable`,
-what the detector falls back to when a layer's set-up fails). The "all" configuration runs in the default suite;
-the others are marked `slow`. Below-floor configurations must be refused (`test_below_floor_is_refused`).
+what the detector falls back to when a layer's set-up fails). The whole matrix runs in the default suite (about a
+minute on 2 cores). Below-floor configurations must be refused (`test_below_floor_is_refused`).
 README ("Isolation") counts these cases.
 """
 
@@ -26,13 +26,13 @@ import pytest
 
 from codapo_trl.rewards_code import make_code_execution_reward
 from codapo_trl.sandbox import (
+    _SYSCALLS,
     ALL_LAYERS,
     Sandbox,
     SandboxConfig,
     SandboxFloorError,
     Status,
     _build_seccomp_filter,
-    _SYSCALLS,
     detect_isolation,
     floor_gaps,
 )
@@ -50,11 +50,7 @@ def _config(name: str, **extra) -> SandboxConfig:
     return SandboxConfig(**FAST, disable=disable, **extra)
 
 
-def _marks(name: str):
-    return [pytest.mark.slow] if name != "all" else []
-
-
-CONFIGS = [pytest.param(name, marks=_marks(name), id=name) for name in CONFIG_NAMES]
+CONFIGS = [pytest.param(name, id=name) for name in CONFIG_NAMES]
 
 _SANDBOXES: dict[tuple[str, bool], Sandbox] = {}
 
@@ -267,7 +263,10 @@ HONEST_REWARD = {
     "call_correct": ("def add(a, b):\n    return a + b\n", CALL_TESTS),
     "call_correct_method": ("class Solution:\n    def add(self, a, b):\n        return a + b\n", CALL_TESTS),
     "stdio_correct": ("a, b = map(int, input().split())\nprint(a + b)\n", STDIO_TESTS),
-    "stdio_correct_sys_exit": ("import sys\na, b = map(int, input().split())\nprint(a + b)\nsys.exit()\n", STDIO_TESTS),
+    "stdio_correct_sys_exit": (
+        "import sys\na, b = map(int, input().split())\nprint(a + b)\nsys.exit()\n",
+        STDIO_TESTS,
+    ),
     "stdio_correct_in_thread": (
         "import threading\ndef main():\n    a, b = map(int, input().split())\n    print(a + b)\n"
         "threading.Thread(target=main).start()\n",
@@ -357,16 +356,16 @@ def test_no_capabilities_whatever_the_uid(config):
 def test_no_network_even_to_a_local_listener(config, listener):
     port = listener.getsockname()[1]
     src = (
-        "import socket\ntry:\n    s = socket.create_connection(('127.0.0.1', %d), timeout=1)\n    print('connected')\n"
-        "except Exception as e:\n    print('refused', type(e).__name__)\n" % port
-    )
+        "import socket\ntry:\n    s = socket.create_connection(('127.0.0.1', PORT), timeout=1)\n    print('connected')\n"
+        "except Exception as e:\n    print('refused', type(e).__name__)\n"
+    ).replace("PORT", str(port))
     result = _sandbox(config).run(src)
     assert "connected" not in result.stdout and not _accepted(listener), result
 
 
 @pytest.mark.parametrize("config", CONFIGS)
 def test_cannot_kill_a_process_outside(config, victim):
-    src = "import os, signal\ntry:\n    os.kill(%d, signal.SIGKILL)\nexcept Exception as e:\n    print(e)\n" % victim.pid
+    src = f"import os, signal\ntry:\n    os.kill({victim.pid}, signal.SIGKILL)\nexcept Exception as e:\n    print(e)\n"
     _sandbox(config).run(src)
     assert victim.poll() is None, "a sandboxed program killed a process outside the sandbox"
 
@@ -381,13 +380,13 @@ def test_project_checkout_and_home_are_hidden(config):
         "/etc/shadow",
     ]
     src = (
-        "import os\nseen = []\nfor p in %r:\n    try:\n        with open(p, 'rb') as f:\n"
+        f"import os\nseen = []\nfor p in {targets!r}:\n    try:\n        with open(p, 'rb') as f:\n"
         "            seen.append((p, len(f.read())))\n    except Exception:\n        pass\n"
-        "for d in %r:\n    try:\n        seen.append((d, os.listdir(d)))\n    except Exception:\n        pass\n"
-        "print(seen)\n" % (targets, [REPO, os.path.dirname(REPO)])
+        f"for d in {[REPO, os.path.dirname(REPO)]!r}:\n    try:\n        seen.append((d, os.listdir(d)))\n"
+        "    except Exception:\n        pass\nprint(seen)\n"
     )
     result = _sandbox(config).run(src)
-    assert result.ok and result.stdout.strip() in ("[]", "[('%s', [])]" % os.path.dirname(REPO)), result.stdout[:500]
+    assert result.ok and result.stdout.strip() in ("[]", f"[('{os.path.dirname(REPO)}', [])]"), result.stdout[:500]
 
 
 @pytest.mark.parametrize("config", CONFIGS)
@@ -395,9 +394,8 @@ def test_no_writes_outside_the_working_directory(config, tmp_path_factory):
     tag = secrets.token_hex(6)
     targets = [f"/tmp/codapo_escape_{tag}", f"/var/tmp/codapo_escape_{tag}", os.path.join(REPO, f"escape_{tag}")]
     src = (
-        "for p in %r:\n    try:\n        open(p, 'w').write('x')\n        print('wrote', p)\n"
+        f"for p in {targets!r}:\n    try:\n        open(p, 'w').write('x')\n        print('wrote', p)\n"
         "    except Exception:\n        pass\nopen('inside.txt', 'w').write('fine')\nprint(open('inside.txt').read())\n"
-        % targets
     )
     result = _sandbox(config).run(src)
     try:
