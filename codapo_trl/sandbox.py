@@ -569,9 +569,13 @@ def child(cfg):
     work = cfg["workdir"]
     with open(os.path.join(work, "solution.py"), "wb") as f:
         f.write(CFG["source"].encode("utf-8", "surrogateescape"))
-    fd = os.open(os.path.join(work, ".codapo_harness.json"), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-    with os.fdopen(fd, "w") as f:
-        json.dump(CFG["harness"], f)
+    harness = dict(CFG["harness"])
+    text = harness.pop("nonce") + "\n" + harness.pop("mode") + "\n" + json.dumps(harness)
+    fd = os.open(os.path.join(work, ".codapo_harness"), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)
     if cfg["uid"] is not None and not cfg["mountns"]:
         os.chown(work, cfg["uid"], cfg["uid"])
     if cfg["uid"] is not None:
@@ -841,11 +845,16 @@ def _codapo_install_audit_hook():
 
 
 def _codapo_read_spec():
-    import json, os
-    path = sys.argv[1] + "/.codapo_harness.json"
+    # "<nonce>\n<mode>\n<JSON of the rest, for call and check only>": no json import for scripts.
+    import os
+    path = sys.argv[1] + "/.codapo_harness"
     with open(path, "rb") as f:
-        spec = json.loads(f.read())
+        nonce, mode, rest = f.read().decode().split("\n", 2)
     os.unlink(path)
+    spec = {"nonce": nonce, "mode": mode}
+    if mode != "script":
+        import json
+        spec.update(json.loads(rest))
     return spec
 
 
@@ -859,8 +868,7 @@ def _codapo_harness(spec, _audit=sys.audit, _exit=__import__("os")._exit, _count
                     _type=type, _isinstance=isinstance, _len=len, _str=str, _int=int, _float=float, _bool=bool,
                     _list=list, _tuple=tuple, _dict=dict, _none=type(None), _repr_f=float.__repr__,
                     _repr_i=int.__repr__, _BaseException=BaseException, _SystemExit=SystemExit,
-                    _builtins=__import__("builtins"), _sys=sys, _enc=__import__("_json").encode_basestring_ascii,
-                    _loads=__import__("json").loads, _compile=compile, _exec=exec, _callable=callable,
+                    _builtins=__import__("builtins"), _sys=sys, _compile=compile, _exec=exec, _callable=callable,
                     _set=set, _frozenset=frozenset, _PLAIN=(int, float, complex, bool, str, bytes, type(None))):
     # Runs the program (and, for "call" and "check", its tests) and confirms, through the guard, only after the
     # last test returned: every way of ending early (exit calls, exit handlers, signals, BaseException, a closed
@@ -868,6 +876,9 @@ def _codapo_harness(spec, _audit=sys.audit, _exit=__import__("os")._exit, _count
     _audit("codapo.register")
     mode = spec["mode"]
     stdout = _sys.stdout
+    if mode == "call":  # before the program runs: it could replace them
+        from _json import encode_basestring_ascii as _enc
+        from json import loads as _loads
 
     def plain(value, depth=0):
         # JSON text of a value made of plain built-in types only (no subclass can override equality).
