@@ -725,15 +725,31 @@ def _codapo_install_guard(nonce, report_fd):
     # nonce lives only in this closure; the ways to reach closures, frames' state or raw memory are refused.
     import os
     _write, _getpid, _getframe, _pid, _realpath = os.write, os.getpid, sys._getframe, os.getpid(), os.path.realpath
-    state = [None, False, ""]  # the registered harness frame, confirmation sent, tampering seen
+    # the registered harness frame, confirmation sent, tampering seen, frames protected, inside own_frame()
+    state = [None, False, "", False, False]
+
+    def own_frame():  # the frame that raised the event being handled (not refused by the protection below)
+        state[4] = True
+        try:
+            return _getframe(2)
+        finally:
+            state[4] = False
 
     def guard(event, args, _Err=PermissionError, _isinstance=isinstance, _str=str, _bytes=bytes,
+              _ValueError=ValueError, _frames=frozenset(("tb_frame", "gi_frame", "cr_frame", "ag_frame")),
               _denied=frozenset(("sys.settrace", "sys.setprofile", "sys._current_frames", "gc.get_objects",
                                  "gc.get_referrers", "gc.get_referents", "code.__new__")),
               _modules=frozenset(("ctypes", "_ctypes", "_ctypes_test", "_testcapi", "_testinternalcapi",
                                   "_testbuffer", "_testmultiphase", "_xxsubinterpreters", "_xxtestfuzz"))):
+        if state[3] and not state[4]:
+            # While a check-format test runs, no frame is handed out: the test's own frame holds the expected
+            # values (ValueError is what the standard library expects when no frame is available).
+            if event == "sys._getframe":
+                raise _ValueError("sandbox: frames are not available during the tests")
+            if event == "object.__getattr__" and args[1] in _frames:
+                raise _Err("sandbox: frames are not available during the tests")
         if event == "codapo.confirm":
-            if _getframe(1) is not state[0] or state[1] or _getpid() != _pid:
+            if own_frame() is not state[0] or state[1] or _getpid() != _pid:
                 state[2] = state[2] or "a confirmation was forged"
                 raise _Err("sandbox: only the harness confirms")
             state[1] = True
@@ -744,13 +760,18 @@ def _codapo_install_guard(nonce, report_fd):
             return
         if event == "codapo.register":
             if state[0] is None:
-                state[0] = _getframe(1)
+                state[0] = own_frame()
+            return
+        if event == "codapo.protect":
+            if own_frame() is not state[0]:
+                raise _Err("sandbox: only the harness protects frames")
+            state[3] = args[0]
             return
         if event in _denied:
             raise _Err("sandbox: " + event + " is not allowed")
         if event == "import" and args[0] in _modules:
             raise _Err("sandbox: import " + args[0] + " is not allowed")
-        if event == "marshal.loads" and _getframe(1).f_code.co_filename != "<frozen importlib._bootstrap_external>":
+        if event == "marshal.loads" and own_frame().f_code.co_filename != "<frozen importlib._bootstrap_external>":
             raise _Err("sandbox: marshal.loads is not allowed")
         if event == "open" and (_isinstance(args[0], _str) or _isinstance(args[0], _bytes)):
             path = args[0] if _isinstance(args[0], _str) else args[0].decode("utf-8", "replace")
@@ -979,6 +1000,7 @@ def _codapo_harness(spec, _audit=sys.audit, _exit=__import__("os")._exit, _count
             else:
                 verdict = "ok " + plain(fn(*args))
         else:  # check
+            _audit("codapo.protect", True)
             snapshot = _dict(_builtins.__dict__)
             if spec.get("prelude"):
                 _exec(_compile(spec["prelude"], "prelude.py", "exec"), main.__dict__)
@@ -1007,6 +1029,10 @@ def _codapo_harness(spec, _audit=sys.audit, _exit=__import__("os")._exit, _count
         if mode != "script" and _count():
             verdict = "fail a thread was still running after the tests"
     except _BaseException as exc:
+        try:
+            _audit("codapo.protect", False)  # the traceback below needs the frames
+        except _BaseException:
+            pass
         try:
             name = _type(exc).__name__
             detail = _str(exc)[:200] if _type(exc) in (_SystemExit, AssertionError) else ""
@@ -1458,6 +1484,9 @@ def detect_isolation(config: SandboxConfig | None = None) -> IsolationReport:
             logger.error("codapo sandbox: below the isolation floor (untrusted code is refused): %s", "; ".join(gaps))
         else:
             logger.info("codapo sandbox: isolation floor reached")
+        for layer, why in report.missing.items():
+            if why.startswith("set-up failed"):
+                logger.warning("codapo sandbox: layer %s could not be set up and is OFF: %s", layer, why)
         for weakness in _weaknesses(report):
             logger.warning("codapo sandbox: %s", weakness)
         return report
