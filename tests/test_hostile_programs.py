@@ -457,6 +457,38 @@ def test_device_nodes_cannot_be_made(config):
     assert _sandbox(config).run(src).stdout.strip() == "refused"
 
 
+NATIVE_PROBE = """
+import glob, sys, importlib.machinery, importlib.util
+out = []
+for name in ("ctypes", "_ctypes", "_testcapi", "_testinternalcapi", "_xxsubinterpreters"):
+    try:
+        __import__(name)
+        out.append(name + " imported")
+    except BaseException:
+        pass
+for name in ("_ctypes", "_testcapi"):  # around the import statement: the extension loader itself
+    for path in glob.glob(sys.base_prefix + "/lib/python3*/lib-dynload/" + name + ".*so"):
+        try:
+            spec = importlib.util.spec_from_file_location(name, path,
+                                                          loader=importlib.machinery.ExtensionFileLoader(name, path))
+            mod = importlib.util.module_from_spec(spec)
+            out.append(name + " loaded")
+            if name == "_ctypes":
+                mod.dlopen(None, 2)
+                out.append("dlopen worked")
+        except BaseException:
+            pass
+print(out)
+"""
+
+
+@pytest.mark.parametrize("config", CONFIGS)
+def test_native_memory_access_is_refused(config):
+    """ctypes and CPython's test modules read and write raw memory (the harness's nonce lives there)."""
+    result = _sandbox(config).run(NATIVE_PROBE)
+    assert result.ok and result.stdout.strip() == "[]", result
+
+
 # Administrator-only system calls, called through ctypes where ctypes can be loaded (the audit hook and the
 # masked native module stop that first; the "no-audit + no-mountns" kernel configuration below reaches seccomp).
 ADMIN_SYSCALLS = {
