@@ -935,16 +935,22 @@ def _codapo_harness(spec, _audit=sys.audit, _exit=__import__("os")._exit, _count
             raise ValueError("return value nested too deeply")
         if t in _PLAIN:
             return
-        if t is _list or t is _tuple or t is _set or t is _frozenset:
+        if t is _list or t is _tuple or t is _set or t is _frozenset or t in containers[0]:
             for v in value:
                 check_plain(v, depth + 1)
             return
-        if t is _dict:
-            for k, v in _list(value.items()):
+        if t is _dict or t in containers[1] or (t is containers[2] and counter_intact()):
+            for k, v in _list(_dict.items(value)):
                 check_plain(k, depth + 1)
                 check_plain(v, depth + 1)
             return
         raise TypeError("the candidate returned a %s, not plain data" % t.__name__)
+
+    containers = [(), (), None, None]  # C-implemented sequence types, C mapping types, Counter, its class dict
+
+    def counter_intact():  # Counter is pure Python: accepted only while no method of it was replaced
+        d = containers[2].__dict__
+        return _len(d) == _len(containers[3]) and all(d.get(k) is v for k, v in containers[3].items())
 
     def guarded(fn):
         def candidate(*args, **kwargs):
@@ -995,6 +1001,10 @@ def _codapo_harness(spec, _audit=sys.audit, _exit=__import__("os")._exit, _count
                 verdict = "ok " + plain(fn(*args))
         else:  # check
             _audit("codapo.protect", True)
+            import collections as _collections  # before the program: its C types cannot be patched, Counter can
+
+            containers[:] = [(_collections.deque,), (_collections.OrderedDict, _collections.defaultdict),
+                             _collections.Counter, _dict(_collections.Counter.__dict__)]
             snapshot = _dict(_builtins.__dict__)
             if spec.get("prelude"):
                 _exec(_compile(spec["prelude"], "prelude.py", "exec"), main.__dict__)

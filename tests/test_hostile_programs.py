@@ -86,6 +86,13 @@ CHECK_TESTS = json.dumps(
     }
 )
 CALL_TESTS = json.dumps({"format": "call", "fn_name": "add", "inputs": [[1, 2], [5, 5]], "outputs": [3, 10]})
+COUNT_TESTS = json.dumps(
+    {
+        "format": "check",
+        "entry_point": "count",
+        "test": "def check(candidate):\n    assert candidate('abb') == {'a': 1, 'b': 2}\n    assert candidate('') == {}\n",
+    }
+)
 STDIO_TESTS = json.dumps({"format": "stdio", "inputs": ["1 2\n", "5 5\n"], "outputs": ["3\n", "10\n"]})
 
 WRONG_ADD = "def add(a, b):\n    return a - b\n"
@@ -216,6 +223,11 @@ HOSTILE_REWARD = {
         "    return {(1, 2): 3, (5, 5): 10}.get((a, b), 0.75) if 10 in consts else -1\n",
         CHECK_TESTS,
     ),
+    "check_patched_counter": (
+        "import collections\ncollections.Counter.__eq__ = lambda self, other: True\n"
+        "def add(a, b):\n    return collections.Counter()\n",
+        CHECK_TESTS,
+    ),
     "check_own_check": ("def check(candidate):\n    pass\n" + WRONG_ADD, CHECK_TESTS),
     "check_swap_check_from_thread": (
         "import threading\nns = globals()\ndef swap():\n    for _ in range(200000):\n"
@@ -273,6 +285,12 @@ HONEST_REWARD = {
     "check_correct_with_main_guard": (
         "def add(a, b):\n    return a + b\nif __name__ == '__main__':\n    pass\n",
         CHECK_TESTS,
+    ),
+    "check_correct_counter": ("import collections\ndef count(s):\n    return collections.Counter(s)\n", COUNT_TESTS),
+    "check_correct_defaultdict": (
+        "import collections\ndef count(s):\n    d = collections.defaultdict(int)\n    for c in s:\n"
+        "        d[c] += 1\n    return d\n",
+        COUNT_TESTS,
     ),
     "call_correct": ("def add(a, b):\n    return a + b\n", CALL_TESTS),
     "call_correct_method": ("class Solution:\n    def add(self, a, b):\n        return a + b\n", CALL_TESTS),
