@@ -213,3 +213,15 @@ def test_trainer_refuses_a_dataset_without_the_reward_column(tiny_model_dir, tmp
     data = question_dataset().rename_column("answer", "solution")
     with pytest.raises(ValueError, match=r"\['answer'\], which train_dataset lacks"):
         CoDaPOTrainer(tiny_model_dir, math_accuracy_reward, args=args, train_dataset=data)
+
+
+@pytest.mark.parametrize("case", sorted(STRUCTURED))
+def test_structured_golds_from_full_solutions(case):
+    """The dataset loaders keep a MATH solution's last box (`data.last_boxed`); the grader reads full solutions too."""
+    from codapo_trl.data import last_boxed
+
+    gold, right, wrong = STRUCTURED[case]
+    solution = f"We compute step by step. Therefore the answer is $\\boxed{{{gold}}}$."
+    assert last_boxed(solution) == gold
+    results = grade_answers([f"\\boxed{{{right}}}", f"\\boxed{{{wrong}}}"], [solution, last_boxed(solution)])
+    assert [r.reward for r in results] == [1.0, 0.0]
