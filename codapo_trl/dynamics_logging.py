@@ -31,6 +31,7 @@ from trl.models.utils import disable_gradient_checkpointing
 from . import coda
 from .dynamics import bin_sums, summarize_bins, token_update_weights
 from .generation import record_sampled_logprobs
+from .rewards import check_reward_columns
 
 
 logger = logging.getLogger(__name__)
@@ -143,6 +144,7 @@ class DynamicsMixin:
         **kwargs,
     ):
         super().__init__(*args, **kwargs)
+        check_reward_columns(self.reward_funcs, self.train_dataset, self.eval_dataset)
         config = self.args
         self.log_dynamics = getattr(config, "codapo_dynamics", True) if log_dynamics is None else log_dynamics
         question_log = getattr(config, "codapo_question_log", None) if question_log is None else question_log

@@ -45,11 +45,13 @@ logger = logging.getLogger(__name__)
 __all__ = [
     "REWARD_FUNCS",
     "GradeResult",
+    "check_reward_columns",
     "configure_grader",
     "extract_final_answer",
     "get_reward_funcs",
     "grade_answers",
     "math_accuracy_reward",
+    "restates_question",
 ]
 
 ANSWER_TYPES = ("math", "number", "choice")
@@ -71,6 +73,8 @@ GOLD_NOT_MATH = "gold is not a math answer"
 GOLD_UNPARSEABLE = "gold not parseable"
 GOLD_NOT_A_CHOICE = "gold is not a choice letter"
 TIMED_OUT = "grading timed out"
+GOLD_TIMED_OUT = "gold parsing timed out"
+RESTATES_QUESTION = "restates the question"
 CRASHED = "grader crashed"
 UNAVAILABLE = "grader unavailable"
 
@@ -391,12 +395,110 @@ def _choice_letter(answer: str, strict: bool = True) -> str | None:
     return match.group(1).upper() if match else None
 
 
+_ENVIRONMENT_RE = re.compile(r"\\(?:begin|end)\s*\{[A-Za-z*]+\}")
+
+
 def _looks_like_prose(gold: str) -> bool:
-    """True for a gold answer made of words ("hello world") rather than math; `\\text{...}` groups are fine."""
-    text = _TEXT_COMMAND_RE.sub(" ", gold)
+    """True for a gold answer made of words ("hello world") rather than math; `\\text{...}` groups and environment
+    names (`\\begin{pmatrix}`, `\\begin{cases}`) are fine."""
+    text = _ENVIRONMENT_RE.sub(" ", gold)
+    text = _TEXT_COMMAND_RE.sub(" ", text)
     text = re.sub(r"\\[A-Za-z]+", " ", text)
     words = [word for word in re.findall(r"[A-Za-z]{3,}", text) if word.lower() not in _MATH_WORDS]
     return bool(words) and (len(words) >= 2 or not re.search(r"\d", text))
+
+
+_NORMALISE = (
+    ("\\dfrac", "\\frac"),
+    ("\\tfrac", "\\frac"),
+    ("\\dbinom", "\\binom"),
+    ("\\tbinom", "\\binom"),
+    ("\\displaystyle", ""),
+    ("\\left", ""),
+    ("\\right", ""),
+    ("\\!", ""),
+    ("\\,", ""),
+    ("\\;", ""),
+    ("\\:", ""),
+    ("\\ ", " "),
+    ("\\cdot", "*"),
+    ("\\times", "*"),
+    ("\u00d7", "*"),
+    ("\u00b7", "*"),
+    ("\\div", "/"),
+    ("\u00f7", "/"),
+    ("\u2212", "-"),
+    ("{,}", ","),
+    ("$", " "),
+    ("\\(", " "),
+    ("\\)", " "),
+    ("\\[", " "),
+    ("\\]", " "),
+)
+_SIMPLE_FRAC_RE = re.compile(r"\\frac\{(\w+)\}\{(\w+)\}")
+_ATOM_RE = re.compile(r"[-+]?(?:\d+(?:\.\d+)?|\.\d+)|[-+]?[A-Za-z]|[-+]?\\[A-Za-z]+")
+
+
+def _math_normalise(text: str) -> str:
+    """Spacing- and notation-insensitive form of math text (`\\dfrac{1}{2}` -> `1/2`, `7 \\times 3` -> `7*3`), used
+    to find an answer inside its question. Spaces are kept only between two word characters."""
+    for old, new in _NORMALISE:
+        text = text.replace(old, new)
+    text = _unwrap_text(text)
+    text = _SIMPLE_FRAC_RE.sub(r"\1/\2", text)
+    text = re.sub(r"\s+", " ", text)
+    text = re.sub(r"\s*([^\w\s])\s*", r"\1", text)
+    return text.strip().rstrip(".")
+
+
+def restates_question(predicted: str | None, question: str | None, gold: str | None = None) -> bool:
+    """Whether `predicted` is an unevaluated expression copied from the question (`\\dbinom{8}{4}` for "Compute
+    $\\dbinom{8}{4}$", `12 + 7` for "What is 12 + 7?") rather than an answer. A number, a single symbol and any
+    form of the gold answer itself (up to spacing and notation) are never restatements.
+
+    Example:
+        ```python
+        >>> restates_question("12 + 7", "What is 12 + 7?", "19")
+        True
+        >>> restates_question("19", "What is 12 + 7? Hint: 19 is prime.", "19")
+        False
+        ```
+    """
+    if not predicted or not question:
+        return False
+    answer = _math_normalise(predicted)
+    if not answer or _ATOM_RE.fullmatch(answer):
+        return False
+    if gold is not None and answer == _math_normalise(gold):
+        return False
+    pattern = re.escape(answer)
+    if re.match(r"[\w.]", answer):
+        pattern = r"(?<![\w.])" + pattern
+    if re.search(r"\w$", answer):
+        pattern += r"(?!\w|\.\d)"
+    return re.search(pattern, _math_normalise(question)) is not None
+
+
+_CASES_RE = re.compile(r"\\begin\s*\{cases\}(.*?)\\end\s*\{cases\}", re.DOTALL)
+
+
+def _cases_rows(text: str) -> frozenset[tuple[str, ...]] | None:
+    """The rows of a `cases` environment as normalised `(value, condition)` tuples, or `None` if there is none."""
+    match = _CASES_RE.search(text)
+    if match is None:
+        return None
+    rows = []
+    for row in re.split(r"\\\\", match.group(1)):
+        if not row.strip():
+            continue
+        cells = []
+        for cell in row.split("&"):
+            cell = re.sub(r"\\(?:text|mbox|textrm)\s*\{\s*(?:if|for|when|otherwise)?\s*\}", "", cell)
+            cell = re.sub(r"\b(?:if|for|when)\b", "", cell)
+            cell = cell.replace("\\leq", "\\le").replace("\\geq", "\\ge").replace("\\quad", "").replace("\\qquad", "")
+            cells.append(_math_normalise(cell).strip(",") or "")
+        rows.append(tuple(cells))
+    return frozenset(rows)
 
 
 def _same_number(a: str, b: str) -> bool:
@@ -487,6 +589,7 @@ _settings: dict[str, float] | None = None
 _pool: DeadlineProcessPool | None = None
 _CACHE_SIZE = 16_384  # verdicts by (prediction, gold); keys are at most ~1 kB each
 _cache: OrderedDict[tuple[str | None, str], tuple] = OrderedDict()
+_gold_cache: OrderedDict[str, tuple] = OrderedDict()  # gold -> its verdict with no prediction (see _check_golds)
 _cache_lock = threading.Lock()
 
 
@@ -554,13 +657,57 @@ def _get_pool() -> DeadlineProcessPool | None:
         return _pool
 
 
+def _map_pairs(pairs: list[tuple[str | None, str]]) -> list[TaskOutcome]:
+    pool = _get_pool()
+    if pool is not None:
+        return pool.map(pairs)
+    outcomes = []
+    for pair in pairs:
+        try:
+            outcomes.append(TaskOutcome(value=_grade_pair(pair)))
+        except Exception as exc:  # noqa: BLE001
+            outcomes.append(TaskOutcome(error=f"error: {type(exc).__name__}: {exc}"))
+    return outcomes
+
+
+def _check_golds(golds: set[str]) -> dict[str, tuple]:
+    """Parse each gold answer once (cached): `(False, None, None, gold_parsed)` for a usable gold, `(None, reason,
+    None, None)` for one that cannot be parsed or whose parsing times out or crashes (its items are then ungraded,
+    not scored 0, and it is not parsed again)."""
+    with _cache_lock:
+        known = {g: _gold_cache[g] for g in golds if g in _gold_cache}
+    todo = sorted(g for g in golds if g not in known)
+    if todo:
+        fresh = {}
+        for gold, outcome in zip(todo, _map_pairs([(None, g) for g in todo])):
+            if outcome.ok:
+                fresh[gold] = outcome.value
+            elif outcome.error == "timeout":
+                fresh[gold] = (None, GOLD_TIMED_OUT, None, None)
+            elif outcome.error == "unavailable":
+                known[gold] = (None, UNAVAILABLE, None, None)  # not cached: the pool may come back
+            else:
+                fresh[gold] = (None, f"gold {outcome.error}", None, None)
+        known.update(fresh)
+        with _cache_lock:
+            _gold_cache.update(fresh)
+            while len(_gold_cache) > _CACHE_SIZE:
+                _gold_cache.popitem(last=False)
+    return known
+
+
 def _run_math_verify(pairs: list[tuple[str | None, str]]) -> list[tuple]:
-    """Grade `(predicted, gold)` pairs, through the cache and the worker pool."""
+    """Grade `(predicted, gold)` pairs, through the caches and the worker pool. Golds are checked first, so that an
+    unusable gold makes its items ungraded (None) instead of timing out on every prediction."""
     results: list[tuple | None] = [None] * len(pairs)
     todo: dict[tuple[str | None, str], list[int]] = {}
+    gold_verdicts = _check_golds({gold for _, gold in pairs})
     with _cache_lock:
         for index, pair in enumerate(pairs):
-            if pair in _cache:
+            gold_verdict = gold_verdicts[pair[1]]
+            if gold_verdict[0] is None or pair[0] is None:
+                results[index] = gold_verdict
+            elif pair in _cache:
                 _cache.move_to_end(pair)
                 results[index] = _cache[pair]
             else:
@@ -568,16 +715,7 @@ def _run_math_verify(pairs: list[tuple[str | None, str]]) -> list[tuple]:
     if not todo:
         return results  # type: ignore[return-value]
     unique = list(todo)
-    pool = _get_pool()
-    if pool is None:
-        outcomes = []
-        for pair in unique:
-            try:
-                outcomes.append(TaskOutcome(value=_grade_pair(pair)))
-            except Exception as exc:  # noqa: BLE001
-                outcomes.append(TaskOutcome(error=f"error: {type(exc).__name__}: {exc}"))
-    else:
-        outcomes = pool.map(unique)
+    outcomes = _map_pairs(unique)
     fresh = {}
     for pair, outcome in zip(unique, outcomes):
         if outcome.ok:
@@ -629,6 +767,7 @@ def grade_answers(
     predictions: Sequence[str | None],
     golds: Sequence[str | None],
     answer_types: Sequence[str | None] | None = None,
+    questions: Sequence[str | None] | None = None,
 ) -> list[GradeResult]:
     """Grade model outputs against gold answers; the one implementation behind training rewards and evaluation.
 
@@ -641,6 +780,9 @@ def grade_answers(
             `\\boxed{}` holds the answer.
         answer_types (`Sequence[str | None]`, *optional*):
             Per item `"math"` (default), `"number"` or `"choice"`, see the module docstring.
+        questions (`Sequence[str | None]`, *optional*):
+            The questions (or prompts): under `"math"`, an answer that is an unevaluated expression copied from its
+            question scores 0 unless it is a form of the gold answer (see `restates_question`).
 
     Returns:
         `list[GradeResult]`: One result per prediction, in order. Never raises for bad inputs; grading of each
@@ -659,14 +801,22 @@ def grade_answers(
         answer_types = ["math"] * len(predictions)
     elif len(answer_types) != len(predictions):
         raise ValueError(f"Got {len(predictions)} predictions but {len(answer_types)} answer types")
+    if questions is None:
+        questions = [None] * len(predictions)
+    elif len(questions) != len(predictions):
+        raise ValueError(f"Got {len(predictions)} predictions but {len(questions)} questions")
 
     results: list[GradeResult | None] = [None] * len(predictions)
     # index, extracted prediction, gold, what math-verify gets (None: only check the gold), reason already known
     pending: list[tuple[int, str | None, str, str | None, str | None]] = []
-    for index, (prediction, gold, answer_type) in enumerate(zip(predictions, golds, answer_types)):
+    for index, (prediction, gold, answer_type, question) in enumerate(
+        zip(predictions, golds, answer_types, questions)
+    ):
         predicted = extract_final_answer(prediction if isinstance(prediction, str) else None)
         gold_answer = _extract_gold(gold) if isinstance(gold, str) else None
-        verdict = _precheck_item(_normalise_type(answer_type), predicted, gold_answer)
+        verdict = _precheck_item(
+            _normalise_type(answer_type), predicted, gold_answer, question if isinstance(question, str) else None
+        )
         if isinstance(verdict, _ToMathVerify):
             pending.append((index, predicted, gold_answer, verdict.predicted, verdict.reason))  # type: ignore[arg-type]
         else:
@@ -692,7 +842,9 @@ class _ToMathVerify:
     reason: str | None = None
 
 
-def _precheck_item(kind: str, predicted: str | None, gold: str | None) -> tuple | _ToMathVerify:
+def _precheck_item(
+    kind: str, predicted: str | None, gold: str | None, question: str | None = None
+) -> tuple | _ToMathVerify:
     """Everything decided without math-verify: a final `(correct, reason, predicted_parsed, gold_parsed)` verdict,
     or what to hand to math-verify."""
     if gold is None:
@@ -712,11 +864,19 @@ def _precheck_item(kind: str, predicted: str | None, gold: str | None) -> tuple 
         return None, f"gold rejected: {gold_problem}", None, None
     if _looks_like_prose(gold):
         return None, GOLD_NOT_MATH, None, None
+    gold_rows = _cases_rows(gold)
+    if gold_rows is not None:  # piecewise answers: math-verify has no parser for `cases`; rows compared normalised
+        if predicted is None:
+            return False, NO_ANSWER, None, _shorten(sorted(gold_rows))
+        rows = _cases_rows(predicted)
+        return rows == gold_rows, None, None if rows is None else _shorten(sorted(rows)), _shorten(sorted(gold_rows))
     if predicted is None:
         return _ToMathVerify(None, NO_ANSWER)
     problem = _precheck(predicted)
     if problem is not None:
         return _ToMathVerify(None, problem)
+    if kind == "math" and restates_question(predicted, question, gold):
+        return _ToMathVerify(None, RESTATES_QUESTION)
     if kind == "number":
         number = _numeric_literal(predicted)
         if number is None:
@@ -752,6 +912,28 @@ def _completion_text(completion: Any) -> str:
     return str(completion)
 
 
+def _question_texts(kwargs: dict[str, Any], n: int) -> list[str | None] | None:
+    """The questions of a batch, for the restatement check: the dataset's `question` column if TRL passed it,
+    else the text of the prompts' user messages."""
+    questions = kwargs.get("question")
+    if isinstance(questions, (list, tuple)) and len(questions) == n:
+        return [q if isinstance(q, str) else None for q in questions]
+    prompts = kwargs.get("prompts")
+    if not isinstance(prompts, (list, tuple)) or len(prompts) != n:
+        return None
+    out: list[str | None] = []
+    for prompt in prompts:
+        if isinstance(prompt, str):
+            out.append(prompt)
+        elif isinstance(prompt, (list, tuple)):
+            out.append(
+                "\n".join(str(m.get("content", "")) for m in prompt if isinstance(m, dict) and m.get("role") == "user")
+            )
+        else:
+            out.append(None)
+    return out
+
+
 def math_accuracy_reward(completions: list[Any], answer: list[str | None], **kwargs: Any) -> list[float | None]:
     """Binary accuracy reward: 1.0 if the completion's anchored final answer equals the gold answer, else 0.0.
 
@@ -766,7 +948,8 @@ def math_accuracy_reward(completions: list[Any], answer: list[str | None], **kwa
         answer (`list[str]`):
             The dataset's gold-answer column; a full solution is reduced to its last `\\boxed{}`.
         **kwargs:
-            Other columns from TRL. Used: `answer_type` (`list[str]`, default `"math"` for all), `log_extra` (logs
+            Other columns from TRL. Used: `answer_type` (`list[str]`, default `"math"` for all), `question` or else
+            `prompts` (an answer copied from its question scores 0, see `restates_question`), `log_extra` (logs
             `gold_parsed` and `answer_parsed` columns to the completions table) and `log_metric` (logs
             `math_accuracy/no_answer_frac` and `math_accuracy/ungraded_frac`).
 
@@ -785,7 +968,7 @@ def math_accuracy_reward(completions: list[Any], answer: list[str | None], **kwa
         raise ValueError(f"Got {len(completions)} completions but {len(answer)} gold answers")
     texts = [_completion_text(completion) for completion in completions]
     answer_types = kwargs.get("answer_type")
-    results = grade_answers(texts, answer, answer_types)
+    results = grade_answers(texts, answer, answer_types, _question_texts(kwargs, len(completions)))
 
     log_extra = kwargs.get("log_extra")
     if callable(log_extra):
@@ -812,6 +995,58 @@ def code_execution_reward(completions, tests, **kwargs) -> list[float | None]:
     from .rewards_code import code_execution_reward as reward
 
     return reward(completions, tests, **kwargs)
+
+
+code_execution_reward.required_columns = ("tests",)  # type: ignore[attr-defined]
+math_accuracy_reward.required_columns = ("answer",)  # type: ignore[attr-defined]
+
+
+def check_reward_columns(reward_funcs: Any, train_dataset: Any, eval_dataset: Any = None) -> None:
+    """Fail early when a dataset lacks a column one of the reward functions needs.
+
+    Reward functions declare the dataset columns they read in a `required_columns` attribute (a tuple of names,
+    e.g. `("answer",)` for `math_accuracy_reward`); functions without it, and reward models, are not checked.
+    Called by the training recipes after loading the data and by the trainers at construction, so that a missing
+    column stops the job before the first generation instead of inside the first reward call.
+
+    Args:
+        reward_funcs: one reward function or a list of them (as given to the trainer).
+        train_dataset: the training dataset (`datasets.Dataset` / `IterableDataset`, or anything with
+            `column_names`); `None` is not checked.
+        eval_dataset: the evaluation dataset, or a dict of them; `None` is not checked.
+
+    Raises:
+        `ValueError`: naming the reward function, the missing column(s), the dataset and its columns.
+
+    Example:
+        ```python
+        >>> from datasets import Dataset
+        >>> check_reward_columns([math_accuracy_reward], Dataset.from_dict({"prompt": ["1+1?"], "solution": ["2"]}))
+        Traceback (most recent call last):
+        ...
+        ValueError: The reward function 'math_accuracy_reward' reads the dataset column(s) ['answer'], ...
+        ```
+    """
+    funcs = reward_funcs if isinstance(reward_funcs, (list, tuple)) else [reward_funcs]
+    datasets_to_check: list[tuple[str, Any]] = [("train_dataset", train_dataset)]
+    if isinstance(eval_dataset, dict):
+        datasets_to_check += [(f"eval_dataset[{k!r}]", v) for k, v in eval_dataset.items()]
+    else:
+        datasets_to_check.append(("eval_dataset", eval_dataset))
+    for label, dataset in datasets_to_check:
+        columns = getattr(dataset, "column_names", None)
+        if dataset is None or columns is None:  # streaming datasets may not know their columns
+            continue
+        for func in funcs:
+            needed = getattr(func, "required_columns", ())
+            missing = [c for c in needed if c not in columns]
+            if missing:
+                name = getattr(func, "__name__", type(func).__name__)
+                raise ValueError(
+                    f"The reward function {name!r} reads the dataset column(s) {missing}, which {label} lacks (its "
+                    f"columns: {sorted(columns)}). Add or rename the column (e.g. `dataset.rename_column`), or use a "
+                    "reward function that matches the data."
+                )
 
 
 REWARD_FUNCS: dict[str, Callable[..., list[float | None]]] = {

@@ -12,8 +12,14 @@ Test cases live in a dataset column `tests` (a JSON string; one per problem) in 
   define `fn_name` (a function, or a method of a class `Solution`), which is called with each argument list; the
   return value is compared with the expected one (numbers with tolerance, tuples as lists, and a result equal to
   the only element of a one-element expected list also counts, as TACO/APPS often wrap expected values).
-- `{"format": "check", "test": str, "entry_point": str, "prelude": str}`: HumanEval style; the program followed by
-  `test` and `check(entry_point)` must exit cleanly. A single test case.
+- `{"format": "check", "test": str, "entry_point": str, "prelude": str}`: HumanEval style; `check(entry_point)`
+  (defined by `test`, run after the program) must return, with the candidate returning plain built-in values
+  only. A single test case.
+
+A test passes only when the sandbox's harness confirms it (see [`codapo_trl.sandbox.Harness`]): the harness runs
+the program and the tests, and reports on a channel of its own, with a per-run nonce the program never sees, after
+the last test returned. A program that ends the process early (`SystemExit`, `os._exit`, exit handlers, a signal to
+itself, a `BaseException`), closes or writes to that channel, or leaves a thread running fails with the reason.
 
 TACO's raw `input_output` JSON (`inputs`/`outputs` and an optional `fn_name`) and HumanEval's `test`/
 `entry_point` dicts are accepted too and normalised on the fly (see [`parse_tests`]).
@@ -26,7 +32,6 @@ import logging
 import math
 import os
 import re
-import secrets
 import threading
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -34,7 +39,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from codapo_trl.sandbox import ExecutionResult, Sandbox, SandboxConfig, Status, get_sandbox
+from codapo_trl.sandbox import SCRIPT, ExecutionResult, Harness, Sandbox, SandboxConfig, Status, get_sandbox
 
 
 logger = logging.getLogger(__name__)
@@ -256,35 +261,14 @@ def _call_result_matches(got: Any, expected: Any) -> bool:
 
 # ------------------------------------------------------------------------------------------------- programs
 
-_CALL_DRIVER = """
 
-def __codapo_call():
-    import json, sys
-    source = {source!r}
-    namespace = {{"__name__": "solution", "__builtins__": __builtins__}}
-    exec(compile(source, "solution.py", "exec"), namespace)
-    fn = namespace.get({fn_name!r})
-    if fn is None and isinstance(namespace.get("Solution"), type):
-        fn = getattr(namespace["Solution"](), {fn_name!r}, None)
-    if not callable(fn):
-        raise SystemExit("function {fn_name} is not defined")
-    args = json.loads({args!r})
-    result = fn(*args)
-    sys.stdout.flush()
-    sys.stdout.write("\\n" + {marker!r} + json.dumps(result, default=repr) + "\\n")
-
-
-__codapo_call()
-"""
-
-
-def _call_program(code: str, fn_name: str, args: list, marker: str) -> str:
-    return _CALL_DRIVER.format(source=code, fn_name=fn_name, args=json.dumps(args), marker=marker)
-
-
-def _check_program(code: str, tests: ProblemTests) -> str:
-    parts = [tests.prelude, code, tests.test, f"\n\ncheck({tests.entry_point})\n"]
-    return "\n\n".join(p for p in parts if p)
+def _harness(tests: ProblemTests, index: int) -> Harness:
+    """How the sandbox's harness runs test case `index` (it confirms a pass itself; see [`Harness`])."""
+    if tests.format == "check":
+        return Harness("check", test=tests.test, entry_point=tests.entry_point, prelude=tests.prelude)
+    if tests.format == "call":
+        return Harness("call", fn_name=tests.fn_name, args=json.dumps(list(tests.inputs[index])))
+    return SCRIPT
 
 
 # ------------------------------------------------------------------------------------------------- evaluation
@@ -316,37 +300,40 @@ class CodeEvaluation:
         return sum(o.passed for o in self.outcomes)
 
 
-def _judge(result: ExecutionResult, tests: ProblemTests, index: int, marker: str) -> TestOutcome:
-    if result.status is not Status.OK:
-        reason = result.reason
-        if tests.format == "check" and result.status is Status.RUNTIME_ERROR and "AssertionError" in result.stderr:
+def _judge(result: ExecutionResult, tests: ProblemTests, index: int) -> TestOutcome:
+    """The verdict on one execution. A pass needs the harness's confirmation (`result.confirmed`, which the sandbox
+    only sets after the harness reported, with the run's nonce, that the program and its tests returned): an exit
+    status of 0 alone is never a pass."""
+    if result.status is not Status.OK or not result.confirmed:
+        reason = result.reason or "not confirmed by the harness"
+        if tests.format == "check" and result.harness_value and result.harness_value.startswith("AssertionError"):
             return TestOutcome(Status.WRONG, "assertion failed", result.wall_time)
-        return TestOutcome(result.status, reason, result.wall_time)
+        status = result.status if result.status is not Status.OK else Status.RUNTIME_ERROR
+        return TestOutcome(status, reason, result.wall_time)
     if tests.format == "check":
         return TestOutcome(Status.OK, "", result.wall_time)
     if tests.format == "stdio":
         if outputs_match(result.stdout, tests.outputs[index]):
             return TestOutcome(Status.OK, "", result.wall_time)
         return TestOutcome(Status.WRONG, "wrong answer", result.wall_time)
-    line = next((ln for ln in reversed(result.stdout.splitlines()) if ln.startswith(marker)), None)
-    if line is None:
+    if result.harness_value is None:
         return TestOutcome(Status.RUNTIME_ERROR, "no return value reported", result.wall_time)
     try:
-        value = json.loads(line[len(marker) :])
-    except json.JSONDecodeError:
-        return TestOutcome(Status.WRONG, "return value is not JSON-serialisable", result.wall_time)
+        value = json.loads(result.harness_value)
+    except (json.JSONDecodeError, RecursionError):
+        return TestOutcome(Status.WRONG, "return value is not JSON", result.wall_time)
     if _call_result_matches(value, tests.outputs[index]):
         return TestOutcome(Status.OK, "", result.wall_time)
     return TestOutcome(Status.WRONG, "wrong return value", result.wall_time)
 
 
-def _jobs(code: str, tests: ProblemTests, max_tests: int | None, marker: str) -> list[tuple[str, str]]:
+def _jobs(code: str, tests: ProblemTests, max_tests: int | None) -> list[tuple[str, str, Harness]]:
     n = len(tests) if max_tests is None else min(len(tests), max_tests)
     if tests.format == "check":
-        return [(_check_program(code, tests), "")]
+        return [(code, "", _harness(tests, 0))]
     if tests.format == "stdio":
-        return [(code, tests.inputs[i]) for i in range(n)]
-    return [(_call_program(code, tests.fn_name or "", list(tests.inputs[i]), marker), "") for i in range(n)]
+        return [(code, tests.inputs[i], SCRIPT) for i in range(n)]
+    return [(code, "", _harness(tests, i)) for i in range(n)]
 
 
 def _summarise(outcomes: list[TestOutcome]) -> str:
@@ -395,15 +382,14 @@ class _Evaluator:
                 results[i] = CodeEvaluation(0.0, "no code block")
 
         # One job per (program, stdin); identical jobs (duplicate completions) run once.
-        marker = f"<<codapo-result-{secrets.token_hex(8)}>>"
-        unique: dict[tuple[str, str], int] = {}
+        unique: dict[tuple[str, str, Harness], int] = {}
         per_sample: dict[int, list[int]] = {}
         job_owner: list[int] = []
         for i, tests in parsed.items():
             if results[i] is not None:
                 continue
             ids = []
-            for job in _jobs(codes[i] or "", tests, self.max_tests, marker):
+            for job in _jobs(codes[i] or "", tests, self.max_tests):
                 if job not in unique:
                     unique[job] = len(unique)
                     job_owner.append(i)
@@ -433,7 +419,7 @@ class _Evaluator:
 
         for i, ids in per_sample.items():
             tests = parsed[i]
-            outcomes = [_judge(executions[j], tests, k, marker) for k, j in enumerate(ids)]
+            outcomes = [_judge(executions[j], tests, k) for k, j in enumerate(ids)]
             if any(o.status is Status.SANDBOX_ERROR for o in outcomes):
                 # Not the model's fault: skip the sample rather than punish it.
                 bad = next(o for o in outcomes if o.status is Status.SANDBOX_ERROR)
@@ -512,6 +498,7 @@ def make_code_execution_reward(
         return [ev.reward for ev in evaluations]
 
     code_execution_reward.sandbox = sandbox  # type: ignore[attr-defined]
+    code_execution_reward.required_columns = ("tests",)  # type: ignore[attr-defined]
     return code_execution_reward
 
 
@@ -532,3 +519,6 @@ def code_execution_reward(completions: list, tests: list, **kwargs: Any) -> list
                 max_workers=int(os.environ.get("CODAPO_CODE_WORKERS", 2)),
             )
     return _DEFAULT_REWARD(completions, tests, **kwargs)
+
+
+code_execution_reward.required_columns = ("tests",)  # type: ignore[attr-defined]

@@ -40,6 +40,8 @@ from __future__ import annotations
 import atexit
 import contextlib
 import fcntl
+import functools
+import glob
 import json
 import logging
 import math
@@ -64,11 +66,15 @@ logger = logging.getLogger(__name__)
 
 __all__ = [
     "ExecutionResult",
+    "Harness",
     "IsolationReport",
     "Sandbox",
     "SandboxConfig",
+    "SandboxFloorError",
     "Status",
+    "check_floor",
     "detect_isolation",
+    "floor_gaps",
     "get_sandbox",
     "run_python",
 ]
@@ -117,6 +123,9 @@ class SandboxConfig:
         uid_base (`int`): first uid of the pool used when the trainer is root.
         uid_count (`int`): size of that pool (one uid per concurrent execution on the machine).
         base_dir (`str`, *optional*): where per-run directories are created; defaults to the temp dir.
+        allow_below_floor (`bool`): run untrusted programs even when the active layers do not reach the isolation
+            floor (see [`floor_gaps`]); also switched on by the environment variable
+            `CODAPO_SANDBOX_ALLOW_BELOW_FLOOR=1`. For debugging on machines without namespaces only.
     """
 
     timeout: float = 4.0
@@ -137,6 +146,7 @@ class SandboxConfig:
     uid_base: int = 61000
     uid_count: int = 512
     base_dir: str | None = None
+    allow_below_floor: bool = False
 
     def __post_init__(self) -> None:
         unknown = set(self.disable) - set(ALL_LAYERS)
@@ -151,7 +161,7 @@ class ExecutionResult:
     """What one execution produced.
 
     Attributes:
-        status (`Status`): `ok` (exit code 0), `timeout`, `memory`, `output_limit`, `runtime_error` or
+        status (`Status`): `ok` (exit code 0 and confirmed by the harness), `timeout`, `memory`, `output_limit`, `runtime_error` or
             `sandbox_error` (the sandbox itself failed: not the program's fault).
         stdout (`str`): captured standard output (at most `max_output_bytes`, decoded as UTF-8 with replacement).
         stderr (`str`): the last `stderr_tail_bytes` of standard error.
@@ -162,6 +172,10 @@ class ExecutionResult:
         max_rss_mb (`float`, *optional*): peak resident memory of the program.
         reason (`str`): one-line human-readable explanation for anything but `ok`.
         stage (`str`, *optional*): for `sandbox_error`, the set-up stage that failed.
+        confirmed (`bool`): the harness confirmed, on its own channel with the run's nonce, that the program (and
+            its tests) ran to the end (see [`Harness`]); `status` is `ok` only then.
+        harness_value (`str`, *optional*): what the harness confirmed with (the JSON return value in `"call"`
+            mode), or its failure message.
     """
 
     status: Status
@@ -174,10 +188,68 @@ class ExecutionResult:
     max_rss_mb: float | None = None
     reason: str = ""
     stage: str | None = None
+    confirmed: bool = False
+    harness_value: str | None = None
 
     @property
     def ok(self) -> bool:
         return self.status is Status.OK
+
+
+@dataclass(frozen=True)
+class Harness:
+    """What the trusted harness inside the sandbox does with the program, and what it confirms.
+
+    The harness (trusted code that runs the program in its own interpreter) reports on a channel of its own, with
+    a per-run random nonce the program never sees, and only from its own stack frame once the program (and its
+    tests) returned; [`ExecutionResult.confirmed`] is true only then. Modes:
+
+    - `"script"` (default): run the program as `__main__` (its standard output is judged by the caller); confirmed
+      when the program's code returned (or raised `SystemExit` with status 0), its non-daemon threads finished and
+      its output was flushed.
+    - `"call"`: run the program as a module, call `fn_name(*json.loads(args))` (a function, or a method of a class
+      `Solution`) and confirm with the JSON text of the return value, which must be made of plain built-in types.
+    - `"check"`: run `prelude`, the program and `test` (HumanEval style), then call `check(entry_point)`; confirmed
+      when `check` returned, the candidate only returned plain built-in values, no built-in or module attribute the
+      test uses was replaced, and no thread is left.
+
+    Args:
+        mode (`str`): `"script"`, `"call"` or `"check"`.
+        fn_name (`str`, *optional*): the function called in `"call"` mode.
+        args (`str`, *optional*): JSON list of the arguments in `"call"` mode.
+        test (`str`, *optional*): test code defining `check(candidate)` in `"check"` mode.
+        entry_point (`str`, *optional*): name of the candidate function in `"check"` mode.
+        prelude (`str`): code run before the program in `"check"` mode (the prompt's imports).
+    """
+
+    mode: str = "script"
+    fn_name: str | None = None
+    args: str | None = None
+    test: str | None = None
+    entry_point: str | None = None
+    prelude: str = ""
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("script", "call", "check"):
+            raise ValueError(f"unknown harness mode {self.mode!r}; use 'script', 'call' or 'check'")
+        if self.mode == "call" and (not self.fn_name or self.args is None):
+            raise ValueError("a 'call' harness needs `fn_name` and `args`")
+        if self.mode == "check" and (not self.test or not self.entry_point):
+            raise ValueError("a 'check' harness needs `test` and `entry_point`")
+
+    def spec(self, nonce: str) -> dict:
+        return {
+            "nonce": nonce,
+            "mode": self.mode,
+            "fn_name": self.fn_name,
+            "args": self.args,
+            "test": self.test,
+            "entry_point": self.entry_point,
+            "prelude": self.prelude,
+        }
+
+
+SCRIPT = Harness()
 
 
 @dataclass(frozen=True)
@@ -190,10 +262,62 @@ class IsolationReport:
     privileged: bool = False
 
     def summary(self) -> str:
-        lines = "active: " + ", ".join(("rlimits",) + self.active)
-        if self.missing:
-            lines += "; not active: " + "; ".join(f"{k} ({v})" for k, v in self.missing.items())
-        return lines
+        """Every layer, and whether it is active (with the reason when it is not)."""
+        parts = ["caps: on", "rlimits: on"]
+        for layer in ALL_LAYERS:
+            if layer in self.active:
+                parts.append(f"{layer}: on")
+            else:
+                parts.append(f"{layer}: OFF ({self.missing.get(layer, 'not available')})")
+        return "; ".join(parts)
+
+
+BELOW_FLOOR_ENV = "CODAPO_SANDBOX_ALLOW_BELOW_FLOOR"
+
+
+class SandboxFloorError(RuntimeError):
+    """The active isolation layers do not reach the floor below which no untrusted program runs."""
+
+
+def floor_gaps(
+    active: Sequence[str], allow_fork: bool = False, kernel_counts_nproc_per_userns: bool = True
+) -> list[str]:
+    """The protections of the isolation floor that the layers in `active` do not give, each with the layers that
+    would give it. Empty when the floor is reached.
+
+    The floor: no capabilities (always: the bounding set is dropped and `no_new_privs` set whatever the layers),
+    no network (`netns` or `seccomp`), no writes outside the working directory and no view of the project
+    checkout or user directories (`mountns` or `landlock`), bounded CPU time and memory (`rlimits`, always) and a
+    bounded number of processes (`uid`, `userns`, `cgroup`, or `seccomp` without `allow_fork`).
+    """
+    have = set(active)
+    gaps = []
+    if not have & {"netns", "seccomp"}:
+        gaps.append("no network (needs the netns or seccomp layer)")
+    if not have & {"mountns", "landlock"}:
+        gaps.append("no writes outside the working directory, host data hidden (needs the mountns or landlock layer)")
+    nproc = "uid" in have or ("userns" in have and kernel_counts_nproc_per_userns) or "cgroup" in have
+    if not nproc and not ("seccomp" in have and not allow_fork):
+        gaps.append("bounded number of processes (needs the uid, userns, cgroup or seccomp layer)")
+    return gaps
+
+
+def check_floor(report: IsolationReport, config: SandboxConfig) -> None:
+    """Refuse (with [`SandboxFloorError`]) to run untrusted code below the isolation floor, unless opted out."""
+    gaps = floor_gaps(report.active, config.allow_fork, _kernel_at_least(5, 14))
+    if not gaps:
+        return
+    opted_out = config.allow_below_floor or os.environ.get(BELOW_FLOOR_ENV, "") not in ("", "0")
+    message = (
+        "the sandbox's active layers are below the isolation floor; missing: "
+        + "; ".join(gaps)
+        + f". Layers: {report.summary()}. Fix the machine (namespaces, seccomp or Landlock), or opt out explicitly "
+        f"with SandboxConfig(allow_below_floor=True) or {BELOW_FLOOR_ENV}=1 (untrusted code then runs with these "
+        "protections missing)."
+    )
+    if not opted_out:
+        raise SandboxFloorError(message)
+    logger.warning("codapo sandbox: running below the isolation floor (opted out): %s", message)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -210,10 +334,13 @@ MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT = 1, 2, 4, 8, 32
 MS_NOATIME, MS_NODIRATIME, MS_BIND, MS_REC, MS_PRIVATE, MS_RELATIME = 1024, 2048, 4096, 16384, 1 << 18, 1 << 21
 PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 1, 38, 22, 2
 PR_SET_CHILD_SUBREAPER = 36
+PR_CAPBSET_DROP, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, PR_SET_SECUREBITS = 24, 47, 4, 28
 
 with open(sys.argv[1], "rb") as _f:
     CFG = json.loads(_f.read())
+os.unlink(sys.argv[1])  # it holds the run's nonce: gone before any untrusted code runs
 STATUS_FD = CFG["status_fd"]
+REPORT_FD = CFG["report_fd"]
 STAGE = ["bootstrap"]
 libc = ctypes.CDLL(None, use_errno=True)
 libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
@@ -296,6 +423,8 @@ def setup_mounts(cfg):
         os.symlink(target, "/dev/" + name)
     os.mkdir("/dev/shm", 0o1777)
     remount_readonly("/dev")
+    for path in cfg["mask_files"]:  # native modules that give Python code raw memory access
+        mount("/dev/null", path, None, MS_BIND)
     for path in cfg["hide"]:
         mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,nr_inodes=256,mode=0755")
     for path in cfg["private_tmp"]:
@@ -378,15 +507,69 @@ def install_landlock(spec):
         os.close(ruleset)
 
 
+def drop_capabilities():
+    # Whatever uid the program runs as: an empty bounding set (an exec as root gains nothing), no ambient
+    # capabilities, and root's special treatment locked off.
+    STAGE[0] = "caps"
+    libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+    if os.geteuid() != 0:
+        with open("/proc/self/status") as f:
+            permitted = next((int(ln.split()[1], 16) for ln in f if ln.startswith("CapPrm:")), 1)
+        if not permitted:
+            return  # holds no capability, and no_new_privs (set below) stops an exec from granting any
+    prctl = libc.prctl
+    for cap in range(64):
+        if prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
+            if ctypes.get_errno() == 22:  # EINVAL: past the kernel's last capability
+                break
+            check(-1, "dropping capability %d from the bounding set" % cap)
+    # SECBIT_NOROOT (+ locked), SECBIT_KEEP_CAPS_LOCKED, SECBIT_NO_CAP_AMBIENT_RAISE (+ locked)
+    check(libc.prctl(PR_SET_SECUREBITS, 0x01 | 0x02 | 0x20 | 0x40 | 0x80, 0, 0, 0), "securebits")
+
+
+def init_process(pid):
+    # PID 1 of the program's PID namespace (the program itself is PID 2, so that a signal it sends itself is not
+    # ignored the way the kernel ignores it for a namespace's init): wait for it, report how it ended, and exit,
+    # which makes the kernel kill whatever it left behind.
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    os.close(REPORT_FD)  # only the program holds the harness's channel
+    while True:
+        try:
+            done, status = os.waitpid(-1, 0)
+        except ChildProcessError:
+            os._exit(0)
+        except InterruptedError:
+            continue
+        if done == pid:
+            break
+    if os.WIFSIGNALED(status):
+        report(event="program", signal=os.WTERMSIG(status))
+        os._exit(128)
+    os._exit(os.WEXITSTATUS(status))
+
+
 def child(cfg):
     check(libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "pdeathsig")
     signal.signal(signal.SIGALRM, signal.SIG_DFL)
     if cfg["mountns"]:
         setup_mounts(cfg)
+    if cfg["pidns"]:
+        STAGE[0] = "pidns"
+        pid = os.fork()
+        if pid != 0:
+            init_process(pid)
+        check(libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "pdeathsig")
     STAGE[0] = "workdir"
     work = cfg["workdir"]
     with open(os.path.join(work, "solution.py"), "wb") as f:
         f.write(CFG["source"].encode("utf-8", "surrogateescape"))
+    harness = dict(CFG["harness"])
+    text = harness.pop("nonce") + "\n" + harness.pop("mode") + "\n" + json.dumps(harness)
+    fd = os.open(os.path.join(work, ".codapo_harness"), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)
     if cfg["uid"] is not None and not cfg["mountns"]:
         os.chown(work, cfg["uid"], cfg["uid"])
     if cfg["uid"] is not None:
@@ -397,6 +580,7 @@ def child(cfg):
                 pass
     if cfg["nice"]:
         os.nice(cfg["nice"])
+    drop_capabilities()
     STAGE[0] = "rlimits"
     for name, soft, hard in cfg["rlimits"]:
         res = getattr(resource, name)
@@ -421,7 +605,9 @@ def child(cfg):
     STAGE[0] = "exec"
     os.chdir(work)
     os.set_inheritable(STATUS_FD, False)
-    os.execve(cfg["argv"][0], cfg["argv"], cfg["env"])
+    os.set_inheritable(REPORT_FD, True)
+    argv = [a.replace("{report_fd}", str(REPORT_FD)) for a in cfg["argv"]]
+    os.execve(argv[0], argv, cfg["env"])
 
 
 def main():
@@ -455,6 +641,7 @@ def main():
         except BaseException as exc:
             report(event="setup_error", stage=STAGE[0], error="%s: %s" % (type(exc).__name__, exc))
         os._exit(127)
+    os.close(REPORT_FD)  # only the program holds the harness's channel now
 
     def stop(signum, frame):
         # Sent by the trainer on a time or output limit (SIGUSR1), or our own alarm if the trainer is gone.
@@ -524,6 +711,71 @@ sys.exit(main())
 
 _RUNNER = r"""
 import sys
+
+
+def _codapo_install_guard(nonce, report_fd):
+    # The harness's integrity guard, always installed (whatever the isolation layers): the only way to write the
+    # confirmation is an audit event raised from the harness's own frame, once, in the original process. The
+    # nonce lives only in this closure; the ways to reach closures, frames' state or raw memory are refused.
+    import os
+    _write, _getpid, _getframe, _pid, _realpath = os.write, os.getpid, sys._getframe, os.getpid(), os.path.realpath
+    # the registered harness frame, confirmation sent, tampering seen, frames protected, inside own_frame()
+    state = [None, False, "", False, False]
+
+    def own_frame():  # the frame that raised the event being handled (not refused by the protection below)
+        state[4] = True
+        try:
+            return _getframe(2)
+        finally:
+            state[4] = False
+
+    def guard(event, args, _Err=PermissionError, _isinstance=isinstance, _str=str, _bytes=bytes,
+              _ValueError=ValueError, _frames=frozenset(("tb_frame", "gi_frame", "cr_frame", "ag_frame")),
+              _denied=frozenset(("sys.settrace", "sys.setprofile", "sys._current_frames", "gc.get_objects",
+                                 "gc.get_referrers", "gc.get_referents", "code.__new__")),
+              _modules=frozenset(("ctypes", "_ctypes", "_ctypes_test", "_testcapi", "_testinternalcapi",
+                                  "_testbuffer", "_testmultiphase", "_xxsubinterpreters", "_xxtestfuzz"))):
+        if state[3] and not state[4]:
+            # While a check-format test runs, no frame is handed out: the test's own frame holds the expected
+            # values (ValueError is what the standard library expects when no frame is available).
+            if event == "sys._getframe":
+                raise _ValueError("sandbox: frames are not available during the tests")
+            if event == "object.__getattr__" and args[1] in _frames:
+                raise _Err("sandbox: frames are not available during the tests")
+        if event == "codapo.confirm":
+            if own_frame() is not state[0] or state[1] or _getpid() != _pid:
+                state[2] = state[2] or "a confirmation was forged"
+                raise _Err("sandbox: only the harness confirms")
+            state[1] = True
+            verdict = args[0]
+            if state[2]:
+                verdict = "fail " + state[2]
+            _write(report_fd, (nonce + " " + verdict + "\n").encode("utf-8", "replace"))
+            return
+        if event == "codapo.register":
+            if state[0] is None:
+                state[0] = own_frame()
+            return
+        if event == "codapo.protect":
+            if own_frame() is not state[0]:
+                raise _Err("sandbox: only the harness protects frames")
+            state[3] = args[0]
+            return
+        if event in _denied or event.startswith("ctypes."):
+            raise _Err("sandbox: " + event + " is not allowed")
+        if event == "import" and args[0] in _modules:
+            raise _Err("sandbox: import " + args[0] + " is not allowed")
+        if event == "marshal.loads" and own_frame().f_code.co_filename != "<frozen importlib._bootstrap_external>":
+            raise _Err("sandbox: marshal.loads is not allowed")
+        if event == "open" and (_isinstance(args[0], _str) or _isinstance(args[0], _bytes)):
+            path = args[0] if _isinstance(args[0], _str) else args[0].decode("utf-8", "replace")
+            if "proc" in path or not path.startswith("/"):
+                parts = _realpath(path).split("/")
+                if len(parts) > 3 and parts[1] == "proc" and ("mem" in parts or "map_files" in parts
+                                                             or "pagemap" in parts):
+                    raise _Err("sandbox: reading process memory is not allowed")
+
+    sys.addaudithook(guard)
 
 
 def _codapo_install_audit_hook():
@@ -607,19 +859,212 @@ def _codapo_install_audit_hook():
     sys.addaudithook(hook)
 
 
-_codapo_install_audit_hook() if sys.argv[3] == "1" else None
-del _codapo_install_audit_hook
-import types as _types
+def _codapo_read_spec():
+    # "<nonce>\n<mode>\n<JSON of the rest, for call and check only>": no json import for scripts.
+    import os
+    path = sys.argv[1] + "/.codapo_harness"
+    with open(path, "rb") as f:
+        nonce, mode, rest = f.read().decode().split("\n", 2)
+    os.unlink(path)
+    spec = {"nonce": nonce, "mode": mode}
+    if mode != "script":
+        import json
+        spec.update(json.loads(rest))
+    return spec
 
-_main = _types.ModuleType("__main__")
-_main.__file__ = "solution.py"
-_main.__builtins__ = __builtins__
-sys.modules["__main__"] = _main
-sys.argv = ["solution.py"]
-with open("solution.py", "rb") as _f:
-    _code = compile(_f.read(), "solution.py", "exec")
-del _f, _types
-exec(_code, _main.__dict__)
+
+_spec = _codapo_read_spec()
+_codapo_install_guard(_spec.pop("nonce"), int(sys.argv[4]))
+_codapo_install_audit_hook() if sys.argv[3] == "1" else None
+del _codapo_install_guard, _codapo_install_audit_hook, _codapo_read_spec
+
+
+def _codapo_harness(spec, _audit=sys.audit, _exit=__import__("os")._exit, _count=__import__("_thread")._count,
+                    _type=type, _isinstance=isinstance, _len=len, _str=str, _int=int, _float=float, _bool=bool,
+                    _list=list, _tuple=tuple, _dict=dict, _none=type(None), _repr_f=float.__repr__,
+                    _repr_i=int.__repr__, _BaseException=BaseException, _SystemExit=SystemExit,
+                    _builtins=__import__("builtins"), _sys=sys, _compile=compile, _exec=exec, _callable=callable,
+                    _set=set, _frozenset=frozenset, _PLAIN=(int, float, complex, bool, str, bytes, type(None))):
+    # Runs the program (and, for "call" and "check", its tests) and confirms, through the guard, only after the
+    # last test returned: every way of ending early (exit calls, exit handlers, signals, BaseException, a closed
+    # channel, threads still running) leaves the run unconfirmed or confirmed as failed.
+    _audit("codapo.register")
+    mode = spec["mode"]
+    stdout = _sys.stdout
+    if mode == "call":  # before the program runs: it could replace them
+        from _json import encode_basestring_ascii as _enc
+        from json import loads as _loads
+
+    def plain(value, depth=0):
+        # JSON text of a value made of plain built-in types only (no subclass can override equality).
+        t = _type(value)
+        if depth > 100:
+            raise ValueError("return value nested too deeply")
+        if value is None or t is _bool:
+            return "null" if value is None else ("true" if value else "false")
+        if t is _int:
+            return _repr_i(value)
+        if t is _float:
+            if value != value:
+                return "NaN"
+            if value == 1e400 or value == -1e400:
+                return "Infinity" if value > 0 else "-Infinity"
+            return _repr_f(value)
+        if t is _str:
+            return _enc(value)
+        if t is _list or t is _tuple:
+            return "[" + ",".join([plain(v, depth + 1) for v in value]) + "]"
+        if t is _dict:
+            items = []
+            for k, v in _list(value.items()):
+                tk = _type(k)
+                if tk is _str:
+                    key = _enc(k)
+                elif tk is _int or tk is _float or tk is _bool or k is None:
+                    key = _enc(plain(k, depth + 1))
+                else:
+                    raise TypeError("dict key of type %s" % tk.__name__)
+                items.append(key + ":" + plain(v, depth + 1))
+            return "{" + ",".join(items) + "}"
+        raise TypeError("return value of type %s is not plain data" % t.__name__)
+
+    def check_plain(value, depth=0):
+        # Only built-in types whose equality no program can redefine (a subclass could make == always true).
+        t = _type(value)
+        if depth > 100:
+            raise ValueError("return value nested too deeply")
+        if t in _PLAIN:
+            return
+        if t is _list or t is _tuple or t is _set or t is _frozenset or t in containers[0]:
+            for v in value:
+                check_plain(v, depth + 1)
+            return
+        if t is _dict or t in containers[1] or (t is containers[2] and counter_intact()):
+            for k, v in _list(_dict.items(value)):
+                check_plain(k, depth + 1)
+                check_plain(v, depth + 1)
+            return
+        raise TypeError("the candidate returned a %s, not plain data" % t.__name__)
+
+    containers = [(), (), None, None]  # C-implemented sequence types, C mapping types, Counter, its class dict
+
+    def counter_intact():  # Counter is pure Python: accepted only while no method of it was replaced
+        d = containers[2].__dict__
+        return _len(d) == _len(containers[3]) and all(d.get(k) is v for k, v in containers[3].items())
+
+    def guarded(fn):
+        def candidate(*args, **kwargs):
+            result = fn(*args, **kwargs)
+            check_plain(result)
+            return result
+        return candidate
+
+    try:
+        import types
+        main = types.ModuleType("__main__")
+        main.__file__ = "solution.py"
+        main.__builtins__ = _builtins
+        if mode == "script":
+            _sys.modules["__main__"] = main
+        with open("solution.py", "rb") as f:
+            code = _compile(f.read(), "solution.py", "exec")
+        del types, f
+        if mode == "script":
+            try:
+                _exec(code, main.__dict__)
+            except _SystemExit as exc:
+                if exc.code is not None and not (_type(exc.code) is _int and exc.code == 0):
+                    status = exc.code & 255 if _type(exc.code) is _int else 1
+                    if _type(exc.code) is not _int:
+                        print(exc.code, file=_sys.stderr)
+                    _sys.stdout.flush()
+                    stdout.flush()
+                    _audit("codapo.confirm", "fail exit code %d" % status)
+                    _exit(status)
+            threading = _sys.modules.get("threading")
+            if threading is not None:
+                threading._shutdown()  # non-daemon threads finish, as at a normal interpreter exit
+            _sys.stdout.flush()
+            stdout.flush()
+            verdict = "ok"  # daemon threads may be left: they end with the process, as usual
+        elif mode == "call":
+            args = _loads(spec["args"])
+            main.__name__ = "solution"
+            _exec(code, main.__dict__)
+            name = spec["fn_name"]
+            fn = main.__dict__.get(name)
+            if fn is None and _isinstance(main.__dict__.get("Solution"), _type):
+                fn = getattr(main.__dict__["Solution"](), name, None)
+            if not _callable(fn):
+                verdict = "fail function " + name + " is not defined"
+            else:
+                verdict = "ok " + plain(fn(*args))
+        else:  # check
+            _audit("codapo.protect", True)
+            import collections as _collections  # before the program: its C types cannot be patched, Counter can
+
+            containers[:] = [(_collections.deque,), (_collections.OrderedDict, _collections.defaultdict),
+                             _collections.Counter, _dict(_collections.Counter.__dict__)]
+            snapshot = _dict(_builtins.__dict__)
+            if spec.get("prelude"):
+                _exec(_compile(spec["prelude"], "prelude.py", "exec"), main.__dict__)
+            _exec(code, main.__dict__)
+            candidate = main.__dict__.get(spec["entry_point"])
+            test_ns = _dict(main.__dict__)  # the program holds no reference to it: nothing can swap `check`
+            _exec(_compile(spec["test"], "test.py", "exec"), test_ns)
+            check = test_ns.get("check")
+            if _count():
+                verdict = "fail a thread was running when the tests started"
+            elif not _callable(candidate) or not _callable(check):
+                verdict = "fail " + spec["entry_point"] + " or check is not defined"
+            else:
+                modules = [v for k, v in _list(test_ns.items())
+                           if _type(v) is _type(_sys) and k in check.__code__.co_names and v is not _sys]
+                before = [(m, _dict(m.__dict__)) for m in modules]
+                check(guarded(candidate))
+                verdict = "ok"
+                for k, v in snapshot.items():
+                    if _builtins.__dict__.get(k) is not v:
+                        verdict = "fail the program replaced the built-in " + k
+                for m, d in before:
+                    for k, v in d.items():
+                        if m.__dict__.get(k) is not v:
+                            verdict = "fail the program replaced " + m.__name__ + "." + k
+        if mode != "script" and _count():
+            verdict = "fail a thread was still running after the tests"
+    except _BaseException as exc:
+        try:
+            _audit("codapo.protect", False)  # the traceback below needs the frames
+        except _BaseException:
+            pass
+        try:
+            name = _type(exc).__name__
+            detail = _str(exc)[:200] if _type(exc) in (_SystemExit, AssertionError) else ""
+        except _BaseException:
+            name, detail = "exception", ""
+        try:
+            import traceback
+            traceback.print_exception(exc)
+        except _BaseException:
+            pass
+        try:
+            _sys.stdout.flush()
+            stdout.flush()
+        except _BaseException:
+            pass
+        try:
+            _audit("codapo.confirm", "fail " + name + (": " + detail if detail else ""))
+        except _BaseException:
+            pass
+        _exit(1)
+    try:
+        _audit("codapo.confirm", verdict)
+    except _BaseException:
+        _exit(1)
+    _exit(0 if verdict == "ok" or verdict.startswith("ok ") else 1)
+
+
+_codapo_harness(_spec)
 """
 
 
@@ -665,9 +1110,33 @@ _SYSCALLS = {
     "open_by_handle_at": (304, 265),
     "io_uring_setup": (425, 425),
     "fsopen": (430, 430),
+    "fsconfig": (431, 431),
     "fsmount": (432, 432),
+    "fspick": (433, 433),
     "move_mount": (429, 429),
     "open_tree": (428, 428),
+    "mount_setattr": (442, 442),
+    "open_tree_attr": (467, 467),
+    "clock_settime": (227, 112),
+    "clock_adjtime": (305, 266),
+    "adjtimex": (159, 171),
+    "syslog": (103, 116),
+    "sethostname": (170, 161),
+    "setdomainname": (171, 162),
+    "quotactl": (179, 60),
+    "quotactl_fd": (443, 443),
+    "name_to_handle_at": (303, 264),
+    "lookup_dcookie": (212, 18),
+    "vhangup": (153, 58),
+    "fanotify_init": (300, 262),
+    "kcmp": (312, 272),
+    "iopl": (172, -1),
+    "ioperm": (173, -1),
+    "modify_ldt": (154, -1),
+    "uselib": (134, -1),
+    "_sysctl": (156, -1),
+    "nfsservctl": (180, 42),
+    "process_mrelease": (448, 448),
     "fork": (57, -1),
     "vfork": (58, -1),
 }
@@ -675,6 +1144,8 @@ _SYSCALLS = {
 _SELF_ONLY = {"kill": (62, 129), "tgkill": (234, 131), "rt_sigqueueinfo": (129, 138), "rt_tgsigqueueinfo": (297, 240)}
 _CLONE = {"clone": (56, 220), "clone3": (435, 435)}
 _CLONE_THREAD = 0x00010000
+# CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET
+_CLONE_NEW_ANY = 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000 | 0x40000000
 SECCOMP_SELF_PLACEHOLDER = 0x7FFFFFF7
 
 
@@ -715,17 +1186,21 @@ def _build_seccomp_filter(arch: str, allow_fork: bool) -> tuple[bytes, list[int]
             if ins[3] == SECCOMP_SELF_PLACEHOLDER:
                 patch.append(base + j)
         insns += body
+    # clone(): never into new namespaces; without allow_fork, threads only (CLONE_THREAD in the flags).
+    # clone3() -> ENOSYS (its flags are in memory, out of a filter's reach) so that libc falls back to clone().
+    insns += [
+        [jeq_k, 0, 5 if not allow_fork else 4, _CLONE["clone"][col]],
+        [ld_w_abs, 0, 0, off_arg0],
+        [jset_k, 1, 0, _CLONE_NEW_ANY] if not allow_fork else [jset_k, 0, 1, _CLONE_NEW_ANY],
+    ]
     if not allow_fork:
-        # clone(): threads only (CLONE_THREAD in the flags); clone3() -> ENOSYS so that libc falls back to clone().
-        insns += [
-            [jeq_k, 0, 4, _CLONE["clone"][col]],
-            [ld_w_abs, 0, 0, off_arg0],
-            [jset_k, 1, 0, _CLONE_THREAD],
-            [ret_k, 0, 0, eperm],
-            [ret_k, 0, 0, allow],
-            [jeq_k, 0, 1, _CLONE["clone3"][col]],
-            [ret_k, 0, 0, enosys],
-        ]
+        insns += [[jset_k, 1, 0, _CLONE_THREAD]]
+    insns += [
+        [ret_k, 0, 0, eperm],
+        [ret_k, 0, 0, allow],
+        [jeq_k, 0, 1, _CLONE["clone3"][col]],
+        [ret_k, 0, 0, enosys],
+    ]
     for name, nrs in _SYSCALLS.items():
         if nrs[col] < 0 or (allow_fork and name in ("fork", "vfork")):
             continue
@@ -1008,6 +1483,14 @@ def detect_isolation(config: SandboxConfig | None = None) -> IsolationReport:
         report = _detect(config, python)
         _DETECTED[key] = report
         logger.info("codapo sandbox isolation: %s", report.summary())
+        gaps = floor_gaps(report.active, config.allow_fork, _kernel_at_least(5, 14))
+        if gaps:
+            logger.error("codapo sandbox: below the isolation floor (untrusted code is refused): %s", "; ".join(gaps))
+        else:
+            logger.info("codapo sandbox: isolation floor reached")
+        for layer, why in report.missing.items():
+            if why.startswith("set-up failed"):
+                logger.warning("codapo sandbox: layer %s could not be set up and is OFF: %s", layer, why)
         for weakness in _weaknesses(report):
             logger.warning("codapo sandbox: %s", weakness)
         return report
@@ -1064,7 +1547,9 @@ def _detect(config: SandboxConfig, python: str) -> IsolationReport:
         active = tuple(candidates)
         trial = IsolationReport(active=active, missing=dict(missing), python_executable=python, privileged=root)
         # allow_fork=True so that the cgroup layer is exercised too (see `Sandbox.uses_cgroups`).
-        sandbox = Sandbox(replace(config, timeout=max(config.timeout, 10.0), allow_fork=True), isolation=trial)
+        sandbox = Sandbox(
+            replace(config, timeout=max(config.timeout, 10.0), allow_fork=True), isolation=trial, _probe=True
+        )
         result = sandbox.run("print(6 * 7)")
         if result.status is Status.OK and result.stdout.strip() == "42":
             return trial
@@ -1088,9 +1573,44 @@ def _detect(config: SandboxConfig, python: str) -> IsolationReport:
 # The sandbox
 # --------------------------------------------------------------------------------------------------------------
 
-_HIDE_CANDIDATES = ("/root", "/home", "/run/secrets", "/var/run/secrets")
+_HIDE_CANDIDATES = ("/root", "/home", "/run/secrets", "/var/run/secrets", "/mnt", "/media", "/srv", "/opt", "/work")
+# Top-level directories that hold the system itself: never hidden whole (a project below them is hidden itself).
+_SYSTEM_TOPS = frozenset(
+    (
+        "",
+        "usr",
+        "lib",
+        "lib32",
+        "lib64",
+        "libx32",
+        "bin",
+        "sbin",
+        "etc",
+        "proc",
+        "sys",
+        "dev",
+        "run",
+        "var",
+        "tmp",
+        "boot",
+        "snap",
+        "nix",
+    )
+)
 _PRIVATE_TMP_CANDIDATES = ("/tmp", "/var/tmp", "/dev/shm")
-_READ_ROOTS = ("/dev", "/proc/self", "/usr/share/zoneinfo", "/etc/localtime", "/usr/lib/locale")
+_READ_ROOTS = (
+    "/dev",
+    "/proc/self/fd",
+    "/proc/self/status",
+    "/proc/self/stat",
+    "/proc/self/statm",
+    "/proc/self/net",
+    "/proc/cpuinfo",
+    "/proc/meminfo",
+    "/usr/share/zoneinfo",
+    "/etc/localtime",
+    "/usr/lib/locale",
+)
 # What the dynamic loader needs besides the interpreter's own prefix (Landlock also governs ld.so's reads).
 _LANDLOCK_EXTRA_READ = (
     "/usr/lib",
@@ -1125,13 +1645,19 @@ class Sandbox:
     """
 
     def __init__(
-        self, config: SandboxConfig | None = None, max_workers: int = 2, isolation: IsolationReport | None = None
+        self,
+        config: SandboxConfig | None = None,
+        max_workers: int = 2,
+        isolation: IsolationReport | None = None,
+        _probe: bool = False,
     ) -> None:
         if sys.platform != "linux":
             raise RuntimeError("the codapo_trl sandbox needs Linux")
         self.config = config or SandboxConfig()
         self.max_workers = max(1, int(max_workers))
         self.isolation = isolation or detect_isolation(self.config)
+        if not _probe:
+            check_floor(self.isolation, self.config)
         self._python = self.config.python_executable or _default_python()
         self._slots = threading.BoundedSemaphore(self.max_workers)
         self._free_slots = list(range(self.max_workers))  # list.pop/append are atomic; guarded by _slots
@@ -1153,27 +1679,29 @@ class Sandbox:
 
     # ---------------------------------------------------------------------------------------------- public API
 
-    def run(self, source: str, stdin: str | bytes = "") -> ExecutionResult:
-        """Run `source` as a Python program with `stdin` as its standard input, within the configured limits."""
+    def run(self, source: str, stdin: str | bytes = "", harness: Harness = SCRIPT) -> ExecutionResult:
+        """Run `source` as a Python program with `stdin` as its standard input, within the configured limits, under
+        `harness` (by default: as a script, confirmed when it ends normally)."""
         with self._slots:
             slot = self._free_slots.pop()
             try:
                 if self._uid_pool is not None:
                     with self._uid_pool.lease() as uid:
-                        return self._run(source, stdin, uid, f"codapo-sbx-uid{uid}")
-                return self._run(source, stdin, None, f"codapo-sbx-{os.getpid()}-{id(self):x}-{slot}")
+                        return self._run(source, stdin, harness, uid, f"codapo-sbx-uid{uid}")
+                return self._run(source, stdin, harness, None, f"codapo-sbx-{os.getpid()}-{id(self):x}-{slot}")
             except Exception as exc:  # never let a sandbox failure take training down
                 logger.exception("sandbox: execution failed")
                 return ExecutionResult(Status.SANDBOX_ERROR, reason=f"sandbox failure: {type(exc).__name__}: {exc}")
             finally:
                 self._free_slots.append(slot)
 
-    def map(self, jobs: Sequence[tuple[str, str | bytes]]) -> list[ExecutionResult]:
-        """Run many `(source, stdin)` pairs, `max_workers` at a time; results are in input order."""
+    def map(self, jobs: Sequence[tuple]) -> list[ExecutionResult]:
+        """Run many `(source, stdin)` or `(source, stdin, harness)` jobs, `max_workers` at a time; results are in
+        input order."""
         if not jobs:
             return []
         if len(jobs) == 1 or self.max_workers == 1:
-            return [self.run(src, inp) for src, inp in jobs]
+            return [self.run(*job) for job in jobs]
         return list(self._pool().map(lambda job: self.run(*job), jobs))
 
     def close(self) -> None:
@@ -1221,15 +1749,18 @@ class Sandbox:
             limits.append(("RLIMIT_NPROC", total, total))
         return limits
 
-    def _run(self, source: str, stdin: str | bytes, uid: int | None, slot_name: str) -> ExecutionResult:
+    def _run(
+        self, source: str, stdin: str | bytes, harness: Harness, uid: int | None, slot_name: str
+    ) -> ExecutionResult:
         cfg = self.config
         start = time.monotonic()
         base = cfg.base_dir or tempfile.gettempdir()
         rundir = tempfile.mkdtemp(prefix="codapo-sbx-", dir=base)
         cgroups: _Cgroups | None = None
         proc: subprocess.Popen | None = None
-        status_r = status_w = -1
+        status_r = status_w = report_r = report_w = -1
         token = secrets.token_hex(16)
+        nonce = secrets.token_hex(16)
         try:
             os.chmod(rundir, 0o711)
             workdir = os.path.join(rundir, "work")
@@ -1255,10 +1786,15 @@ class Sandbox:
                 workdir,
                 "\x01".join(read_roots),
                 "1" if self._has("audit") else "0",
+                "{report_fd}",
             ]
             status_r, status_w = os.pipe()
+            report_r, report_w = os.pipe()
             child_cfg = {
                 "status_fd": status_w,
+                "report_fd": report_w,
+                "harness": harness.spec(nonce),
+                "mask_files": _masked_modules(self._python) if mountns else [],
                 "source": source,
                 "workdir": workdir,
                 "uid": uid,
@@ -1296,15 +1832,16 @@ class Sandbox:
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
-                pass_fds=(status_w,),
+                pass_fds=(status_w, report_w),
                 env=env,
                 cwd=rundir,
                 start_new_session=True,
                 close_fds=True,
             )
             os.close(status_w)
-            status_w = -1
-            return self._supervise(proc, status_r, start, token, cgroups, stdin_bytes)
+            os.close(report_w)
+            status_w = report_w = -1
+            return self._supervise(proc, status_r, report_r, nonce, start, token, cgroups, stdin_bytes)
         finally:
             if proc is not None:
                 self._kill(proc, token, cgroups, sweep=False)
@@ -1316,7 +1853,7 @@ class Sandbox:
                     proc.wait(timeout=10)
                 except subprocess.TimeoutExpired:
                     logger.error("sandbox: bootstrap process %d did not exit after SIGKILL", proc.pid)
-            for fd in (status_r, status_w):
+            for fd in (status_r, status_w, report_r, report_w):
                 if fd >= 0:
                     with contextlib.suppress(OSError):
                         os.close(fd)
@@ -1331,7 +1868,7 @@ class Sandbox:
 
     def _hidden_dirs(self) -> list[str]:
         home = os.path.realpath(os.path.expanduser("~"))
-        candidates = [*_HIDE_CANDIDATES, home]
+        candidates = [*_HIDE_CANDIDATES, home, *_host_data_dirs(self._python)]
         out = []
         for path in candidates:
             if path in ("/", "/tmp", "/usr", "/etc") or not os.path.isdir(path) or os.path.islink(path):
@@ -1366,6 +1903,8 @@ class Sandbox:
         self,
         proc: subprocess.Popen,
         status_r: int,
+        report_r: int,
+        nonce: str,
         start: float,
         token: str,
         cgroups: _Cgroups | None,
@@ -1377,6 +1916,7 @@ class Sandbox:
         err_tail = bytearray()
         err_total = 0
         status_buf = bytearray()
+        report_buf = bytearray()
         limit_hit: str | None = None
         timed_out = False
         clean_exit = False  # the bootstrap reported and exited by itself
@@ -1388,6 +1928,7 @@ class Sandbox:
         sel.register(proc.stdout.fileno(), selectors.EVENT_READ, "out")
         sel.register(proc.stderr.fileno(), selectors.EVENT_READ, "err")
         sel.register(status_r, selectors.EVENT_READ, "status")
+        sel.register(report_r, selectors.EVENT_READ, "report")
         assert proc.stdin is not None
         stdin_fd, stdin_pos = proc.stdin.fileno(), 0
         if stdin:
@@ -1442,6 +1983,11 @@ class Sandbox:
                         continue
                     if key.data == "status":
                         status_buf += data
+                    elif key.data == "report":
+                        if len(report_buf) + len(data) > cap:
+                            limit_hit = "the harness channel"
+                            stop(time.monotonic())
+                        report_buf += data
                     elif limit_hit is not None:
                         continue  # discard output while the program is being stopped
                     elif key.data == "out":
@@ -1474,13 +2020,17 @@ class Sandbox:
         events = [json.loads(line) for line in status_buf.decode("utf-8", "replace").splitlines() if line.strip()]
         exit_event = next((e for e in events if e.get("event") == "exit"), None)
         setup_error = next((e for e in events if e.get("event") == "setup_error"), None)
+        program_event = next((e for e in events if e.get("event") == "program"), None)
         if exit_event:
             result.exit_code = exit_event.get("exit_code")
             result.signal = exit_event.get("signal")
             result.cpu_time = exit_event.get("cpu_time")
             result.max_rss_mb = (exit_event.get("max_rss_kb") or 0) / 1024
+            if program_event is not None and result.signal is None:  # the program (PID 2) was killed by a signal
+                result.exit_code, result.signal = None, program_event.get("signal")
+        unconfirmed = _read_confirmation(result, bytes(report_buf), nonce)
         oom = cgroups.oom_killed() if cgroups is not None else False
-        self._classify(result, limit_hit, timed_out, setup_error, exit_event, oom)
+        self._classify(result, limit_hit, timed_out, setup_error, exit_event, oom, unconfirmed)
         return result
 
     def _classify(
@@ -1491,6 +2041,7 @@ class Sandbox:
         setup_error: dict | None,
         exit_event: dict | None,
         oom: bool,
+        unconfirmed: str | None = None,
     ) -> None:
         cfg = self.config
         cpu_limit = max(1, math.ceil(cfg.cpu_time if cfg.cpu_time is not None else cfg.timeout))
@@ -1525,8 +2076,70 @@ class Sandbox:
         elif result.exit_code != 0:
             result.status = Status.RUNTIME_ERROR
             result.reason = f"exit code {result.exit_code}" + (f": {last_err[:200]}" if last_err else "")
+            if result.harness_value and not result.confirmed:
+                result.reason += f" (harness: {result.harness_value[:200]})"
+        elif unconfirmed is not None:
+            result.status = Status.RUNTIME_ERROR
+            result.reason = unconfirmed
         else:
             result.status = Status.OK
+
+
+@functools.cache
+def _host_data_dirs(python: str) -> tuple[str, ...]:
+    """Where the project checkout, its environment and its data may live (the working directory, this package,
+    the trainer's `sys.prefix` and import path): hidden from programs by the `mountns` layer. A directory below a
+    top-level directory that is not part of the system (`/work/proj`) hides that whole top-level directory."""
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    roots = _python_roots(python)
+    out: list[str] = []
+    for path in (os.getcwd(), here, sys.prefix, *sys.path):
+        if not path or not os.path.isabs(path):
+            continue
+        path = os.path.realpath(path)
+        if any(path == r or path.startswith(r + "/") for r in roots):
+            continue  # the runner's own interpreter
+        top = path.split("/")[1]
+        target = path if top in _SYSTEM_TOPS else "/" + top
+        if target not in ("/",) and os.path.isdir(target) and target not in out:
+            out.append(target)
+    return tuple(out)
+
+
+def _read_confirmation(result: ExecutionResult, report: bytes, nonce: str) -> str | None:
+    """Read the harness's channel into `result`; return why the run is not confirmed, or `None` if it is.
+
+    The channel must hold exactly one line, `<nonce> ok[ <value>]` or `<nonce> fail <message>`, written by the
+    harness after the program returned; anything else means the program ended early or wrote to the channel."""
+    text = report.decode("utf-8", "replace")
+    if not text:
+        return "the program ended without the harness's confirmation (it exited, was killed or closed the channel)"
+    lines = text.split("\n")
+    if len(lines) != 2 or lines[1] != "" or not secrets.compare_digest(lines[0][: len(nonce) + 1], nonce + " "):
+        return "the harness's channel was tampered with (unexpected content); not confirmed"
+    verdict = lines[0][len(nonce) + 1 :]
+    if verdict == "ok" or verdict.startswith("ok "):
+        result.confirmed = True
+        result.harness_value = verdict[3:] if verdict.startswith("ok ") else None
+        return None
+    result.harness_value = verdict[5:] if verdict.startswith("fail ") else verdict
+    return f"the harness reports: {result.harness_value[:300]}"
+
+
+# The harness's guard refuses importing these, and every `ctypes.*` audit event, in any case: masking is a second line.
+_MASKED_MODULE_PREFIXES = ("_ctypes", "_testcapi", "_testinternalcapi")
+
+
+@functools.cache
+def _masked_modules(python: str) -> list[str]:
+    """Native modules of the runner interpreter that give Python code raw memory access (hidden by `mountns`)."""
+    out = []
+    for root in _python_roots(python):
+        for dynload in glob.glob(os.path.join(root, "lib", "python3*", "lib-dynload")):
+            for name in sorted(os.listdir(dynload)):
+                if name.split(".")[0] in _MASKED_MODULE_PREFIXES:
+                    out.append(os.path.realpath(os.path.join(dynload, name)))
+    return sorted(set(out))
 
 
 _SHARED: dict[tuple, Sandbox] = {}

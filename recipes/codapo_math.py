@@ -32,7 +32,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from codapo_trl import CoDaPOConfig, CoDaPOTrainer, GRPODynamicsTrainer  # noqa: E402
 from codapo_trl.data import SYSTEM_PROMPT, load_math_dataset  # noqa: E402
 from codapo_trl.models import DEFAULT_EMBEDDED_MODEL, resolve_model_name_or_path  # noqa: E402
-from codapo_trl.rewards import REWARD_FUNCS, get_reward_funcs  # noqa: E402
+from codapo_trl.rewards import REWARD_FUNCS, check_reward_columns, get_reward_funcs  # noqa: E402
 
 
 logger = logging.getLogger("codapo_math")
@@ -214,6 +214,8 @@ def main(
 
     train_dataset, eval_dataset = load_datasets(script_args, training_args)
     logger.info("Training on %d questions of %s", len(train_dataset), script_args.dataset_name)
+    reward_funcs = get_reward_funcs(script_args.reward_funcs)
+    check_reward_columns(reward_funcs, train_dataset, eval_dataset)  # before the model loads (the code recipe too)
 
     if isinstance(training_args, CoDaPOConfig):
         trainer_class = CoDaPOTrainer
@@ -221,7 +223,7 @@ def main(
         trainer_class = GRPODynamicsTrainer if script_args.baseline_dynamics else GRPOTrainer
     trainer = trainer_class(
         model=model_path,
-        reward_funcs=get_reward_funcs(script_args.reward_funcs),
+        reward_funcs=reward_funcs,
         args=training_args,
         train_dataset=train_dataset,
         eval_dataset=eval_dataset,

@@ -213,9 +213,9 @@ def test_duplicate_completions_run_once(reward):
     calls = []
     original = sb.run
 
-    def counting_run(source, stdin=""):
+    def counting_run(source, stdin="", *rest):
         calls.append(stdin)
-        return original(source, stdin)
+        return original(source, stdin, *rest)
 
     sb.run = counting_run
     try:

@@ -144,7 +144,10 @@ def test_map_runs_in_parallel_and_keeps_order(default_sandbox):
 
 
 def test_sandbox_failure_is_reported_not_raised():
-    sb = Sandbox(SandboxConfig(python_executable="/nonexistent/python"), isolation=IsolationReport(active=("audit",)))
+    sb = Sandbox(
+        SandboxConfig(python_executable="/nonexistent/python", allow_below_floor=True),
+        isolation=IsolationReport(active=("audit",)),
+    )
     result = sb.run("print(1)")
     assert result.status is Status.SANDBOX_ERROR and result.reason
 

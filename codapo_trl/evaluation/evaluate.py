@@ -297,15 +297,16 @@ def _grade_math(benchmarks: Sequence[Benchmark], completions: Mapping[str, list[
     """Grade every maths sample of all benchmarks in one `grade_answers` call (one pass through the worker pool)."""
     from codapo_trl.rewards import grade_answers
 
-    texts, golds, types, owners = [], [], [], []
+    texts, golds, types, questions, owners = [], [], [], [], []
     for bench in benchmarks:
         for item, samples in zip(bench.items, completions[bench.name]):
             for s, completion in enumerate(samples):
                 texts.append(completion.text)
                 golds.append(item.gold)
                 types.append(item.answer_type)
+                questions.append(item.question)
                 owners.append((bench.name, item.index, s))
-    results = grade_answers(texts, golds, types) if texts else []
+    results = grade_answers(texts, golds, types, questions) if texts else []
     return {
         owner: (r.predicted, r.predicted_parsed, r.correct, r.reward, r.reason) for owner, r in zip(owners, results)
     }

@@ -1,0 +1,227 @@
+"""Hostile completions against the maths reward: answers written to be paid without solving the question.
+
+Every case is graded by `grade_answers` (the one grader behind training and `codapo-eval`), with a 2 s bound per
+answer. The counterpart cases show that honest answers of the same questions are still paid, so that a defence
+cannot pass by refusing everything. README ("The math reward") counts these cases.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from codapo_trl import rewards
+from codapo_trl.evaluation.benchmarks import Benchmark, BenchmarkItem
+from codapo_trl.evaluation.evaluate import _grade_math
+from codapo_trl.evaluation.generation import Completion
+from codapo_trl.rewards import (
+    GOLD_TIMED_OUT,
+    RESTATES_QUESTION,
+    grade_answers,
+    math_accuracy_reward,
+    restates_question,
+)
+from codapo_trl.timeouts import TaskOutcome
+
+
+# (question, completion, gold): each completion restates the question instead of answering it.
+RESTATEMENTS = {
+    "binom": ("Compute $\\dbinom{8}{4}$.", "\\boxed{\\dbinom{8}{4}}", "70"),
+    "binom_tbinom": ("Compute $\\dbinom{8}{4}$.", "So it is $\\boxed{\\tbinom{8}{4}}$", "70"),
+    "sum_phrase": ("What is 12 + 7?", "The answer is 12 + 7.", "19"),
+    "sum_boxed": ("What is 12 + 7?", "\\boxed{12+7}", "19"),
+    "product_times": ("Compute $7 \\times 13$.", "\\boxed{7 \\cdot 13}", "91"),
+    "factor": ("Factor $x^2-1$.", "\\boxed{x^2 - 1}", "(x-1)(x+1)"),
+    "expand": ("Expand $(x+1)^2$.", "Final answer: $(x+1)^2$", "x^2+2x+1"),
+    "simplify_sqrt": ("Simplify $\\sqrt{8}$.", "\\boxed{\\sqrt{8}}", "2\\sqrt{2}"),
+    "simplify_fraction": ("Simplify $\\frac{6}{8}$.", "\\boxed{\\dfrac{6}{8}}", "\\frac{3}{4}"),
+    "evaluate_trig": ("Compute $\\sin 30^\\circ$.", "\\boxed{\\sin 30^\\circ}", "\\frac{1}{2}"),
+    "evaluate_log": ("Evaluate $\\log_2 64$.", "\\boxed{\\log_2 64}", "6"),
+    "floor": ("Evaluate $\\lfloor 3.7 \\rfloor$.", "\\boxed{\\lfloor 3.7\\rfloor}", "3"),
+    "determinant": (
+        "Compute $\\det \\begin{pmatrix} 1 & 2 \\\\ 3 & 4 \\end{pmatrix}$.",
+        "\\boxed{\\det \\begin{pmatrix} 1 & 2 \\\\ 3 & 4 \\end{pmatrix}}",
+        "-2",
+    ),
+    "unicode_times": ("What is 6 × 7?", "The answer is 6 \\times 7.", "42"),
+}
+
+# The same questions answered honestly (or with the gold answer's own form): paid.
+HONEST = {
+    "binom": ("Compute $\\dbinom{8}{4}$.", "\\boxed{70}", "70"),
+    "sum_phrase": ("What is 12 + 7?", "The answer is 19.", "19"),
+    "number_in_question": ("What is 12 + 7? (Hint: 19 is prime.)", "\\boxed{19}", "19"),
+    "factor": ("Factor $x^2-1$.", "\\boxed{(x+1)(x-1)}", "(x-1)(x+1)"),
+    "gold_form_in_question": ("Which is larger, $2\\cdot 3$ or $5$?", "\\boxed{2 \\times 3}", "2\\cdot 3"),
+    "fraction": ("Simplify $\\frac{6}{8}$.", "\\boxed{\\frac{3}{4}}", "\\frac{3}{4}"),
+    "not_a_substring": ("What is 112 + 75?", "\\boxed{187}", "187"),
+}
+
+# Answers hedged over several values for the gold 19: never paid.
+HEDGES = [
+    "\\boxed{19 \\text{ or } 20}",
+    "The answer is 19 or 20.",
+    "\\boxed{19, 20}",
+    "\\boxed{\\{18, 19, 20\\}}",
+    "\\boxed{\\pm 19}",
+    "\\boxed{18 \\le x \\le 20}",
+    "\\boxed{x \\in [18, 20]}",
+    "\\boxed{19,20,21,22}",
+    "\\boxed{x = 19 \\text{ or } x = 20}",
+    "\\boxed{19 \\pm 1}",
+    "\\boxed{[18,20]}",
+    "\\boxed{19}\\boxed{}",
+    "\\boxed{\\approx 19}",
+    "The final answer is 19, or maybe 20",
+    "\\boxed{19.0000001}",
+    "19",  # unanchored
+    "5 + 14 =",
+]
+
+# Structured golds (MATH Precalculus and friends): (gold, right answer, wrong answer).
+STRUCTURED = {
+    "vector": (
+        "\\begin{pmatrix} 1 \\\\ -2 \\end{pmatrix}",
+        "\\begin{pmatrix}1\\\\-2\\end{pmatrix}",
+        "\\begin{pmatrix} 1 \\\\ 2 \\end{pmatrix}",
+    ),
+    "matrix": (
+        "\\begin{pmatrix} 1 & 2 \\\\ 3 & 4 \\end{pmatrix}",
+        "\\begin{pmatrix} 1 & 2 \\\\ 3 & 4 \\end{pmatrix}",
+        "\\begin{pmatrix} 1 & 2 \\\\ 4 & 3 \\end{pmatrix}",
+    ),
+    "bmatrix": (
+        "\\begin{bmatrix} 0 & 1 \\\\ 1 & 0 \\end{bmatrix}",
+        "\\begin{pmatrix} 0 & 1 \\\\ 1 & 0 \\end{pmatrix}",
+        "\\begin{pmatrix} 1 & 0 \\\\ 0 & 1 \\end{pmatrix}",
+    ),
+    "tuple": ("(1, -2)", "(1,-2)", "(-2, 1)"),
+    "interval": ("[0, 5)", "[0,5)", "(0, 5]"),
+    "union": ("(-\\infty, 3) \\cup (4, \\infty)", "(-\\infty,3)\\cup(4,\\infty)", "(-\\infty,3]\\cup(4,\\infty)"),
+    "cases": (
+        "\\begin{cases} x & \\text{if } x > 0 \\\\ 0 & \\text{if } x \\le 0 \\end{cases}",
+        "\\begin{cases} 0 & x \\leq 0 \\\\ x & x>0 \\end{cases}",
+        "\\begin{cases} x & x \\ge 0 \\\\ 0 & x < 0 \\end{cases}",
+    ),
+}
+
+
+@pytest.mark.parametrize("answer_type", ["math", "number"])
+@pytest.mark.parametrize("case", sorted(RESTATEMENTS))
+def test_restating_the_question_is_not_paid(case, answer_type):
+    question, completion, gold = RESTATEMENTS[case]
+    result = grade_answers([completion], [gold], [answer_type], [question])[0]
+    assert result.reward == 0.0, (case, result)
+    if answer_type == "math":
+        assert result.reason == RESTATES_QUESTION, result
+
+
+@pytest.mark.parametrize("case", sorted(HONEST))
+def test_honest_answers_are_paid(case):
+    question, completion, gold = HONEST[case]
+    assert grade_answers([completion], [gold], None, [question])[0].reward == 1.0, case
+
+
+@pytest.mark.parametrize("completion", HEDGES)
+def test_hedged_answers_are_not_paid(completion):
+    assert grade_answers([completion], ["19"], None, ["What is 12 + 7?"])[0].reward == 0.0
+
+
+@pytest.mark.parametrize("case", sorted(STRUCTURED))
+def test_structured_golds_are_graded(case):
+    gold, right, wrong = STRUCTURED[case]
+    results = grade_answers([f"\\boxed{{{right}}}", f"\\boxed{{{wrong}}}", "no answer"], [gold] * 3)
+    assert [r.reward for r in results] == [1.0, 0.0, 0.0], [(r.reward, r.reason) for r in results]
+
+
+def test_restatement_helper_boundaries():
+    assert restates_question("12+7", "What is 12 + 7?")
+    assert not restates_question("12+7", "What is 112 + 75?")  # not a whole expression of the question
+    assert not restates_question("7", "What is 12 + 7?")  # a number is an answer, wherever it appears
+    assert not restates_question("x", "Solve 2x = 6 for x.")
+    assert not restates_question("12+7", None)
+
+
+def test_reward_reads_the_question_column_or_the_prompts():
+    completion = [{"role": "assistant", "content": "The answer is 12 + 7."}]
+    honest = [{"role": "assistant", "content": "The answer is 19."}]
+    by_column = math_accuracy_reward([completion, honest], answer=["19", "19"], question=["What is 12 + 7?"] * 2)
+    prompts = [[{"role": "system", "content": "Reason."}, {"role": "user", "content": "What is 12 + 7?"}]] * 2
+    by_prompt = math_accuracy_reward([completion, honest], answer=["19", "19"], prompts=prompts)
+    assert by_column == by_prompt == [0.0, 1.0]
+
+
+def test_evaluation_grades_like_training():
+    item = BenchmarkItem(0, "0", [], "What is 12 + 7?", "19", "math", None)
+    bench = Benchmark("toy", "Toy", "math", "test", [item])
+    texts = ["The answer is 12 + 7.", "The answer is 19."]
+    graded = _grade_math([bench], {"toy": [[Completion(t, 5, "stop") for t in texts]]})
+    assert [graded[("toy", 0, s)][2] for s in range(2)] == [False, True]
+    training = math_accuracy_reward(texts, answer=["19", "19"], question=["What is 12 + 7?"] * 2)
+    assert training == [0.0, 1.0]
+
+
+def test_unusable_gold_is_skipped_and_parsed_once(monkeypatch):
+    calls = []
+    real = rewards._map_pairs
+
+    def fake(pairs):
+        calls.extend(pairs)
+        return [TaskOutcome(error="timeout") if p == (None, "\\slowgold{1}") else real([p])[0] for p in pairs]
+
+    monkeypatch.setattr(rewards, "_map_pairs", fake)
+    for _ in range(3):
+        results = grade_answers(["\\boxed{1}", "\\boxed{2}"], ["\\slowgold{1}", "\\slowgold{1}"])
+        assert [r.correct for r in results] == [None, None] and results[0].reason == GOLD_TIMED_OUT
+    assert calls.count((None, "\\slowgold{1}")) == 1  # the gold was tried once, then cached
+    assert not [p for p in calls if p[0] is not None and p[1] == "\\slowgold{1}"]  # no prediction graded against it
+    unparseable = grade_answers(["\\boxed{1}"], ["\\frac{}{"])[0]
+    assert unparseable.correct is None and unparseable.reward is None
+
+
+def test_missing_reward_column_fails_before_generation():
+    from datasets import Dataset
+
+    from codapo_trl.rewards import check_reward_columns, code_execution_reward
+    from codapo_trl.rewards_code import make_code_execution_reward
+
+    math_data = Dataset.from_dict({"prompt": ["What is 1 + 1?"], "solution": ["2"]})
+    with pytest.raises(ValueError, match=r"'math_accuracy_reward' reads the dataset column\(s\) \['answer'\]"):
+        check_reward_columns([math_accuracy_reward], math_data)
+    with pytest.raises(ValueError, match=r"\['tests'\], which eval_dataset\['hard'\] lacks"):
+        check_reward_columns(
+            code_execution_reward, Dataset.from_dict({"tests": ["{}"]}), {"hard": Dataset.from_dict({"x": [1]})}
+        )
+    assert make_code_execution_reward.__name__ and code_execution_reward.required_columns == ("tests",)
+    check_reward_columns([math_accuracy_reward, lambda completions, **kw: [0.0]], Dataset.from_dict({"answer": ["2"]}))
+
+
+def test_trainer_refuses_a_dataset_without_the_reward_column(tiny_model_dir, tmp_path):
+    from fakes import question_dataset
+
+    from codapo_trl import CoDaPOConfig, CoDaPOTrainer
+
+    args = CoDaPOConfig(
+        output_dir=str(tmp_path / "out"),
+        per_device_train_batch_size=8,
+        num_generations=4,
+        max_completion_length=8,
+        max_steps=1,
+        report_to="none",
+        use_cpu=True,
+        save_strategy="no",
+    )
+    data = question_dataset().rename_column("answer", "solution")
+    with pytest.raises(ValueError, match=r"\['answer'\], which train_dataset lacks"):
+        CoDaPOTrainer(tiny_model_dir, math_accuracy_reward, args=args, train_dataset=data)
+
+
+@pytest.mark.parametrize("case", sorted(STRUCTURED))
+def test_structured_golds_from_full_solutions(case):
+    """The dataset loaders keep a MATH solution's last box (`data.last_boxed`); the grader reads full solutions too."""
+    from codapo_trl.data import last_boxed
+
+    gold, right, wrong = STRUCTURED[case]
+    solution = f"We compute step by step. Therefore the answer is $\\boxed{{{gold}}}$."
+    assert last_boxed(solution) == gold
+    results = grade_answers([f"\\boxed{{{right}}}", f"\\boxed{{{wrong}}}"], [solution, last_boxed(solution)])
+    assert [r.reward for r in results] == [1.0, 0.0]
