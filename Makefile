@@ -43,6 +43,10 @@ $(VLLM_STAMP): pyproject.toml
 
 install-vllm: $(VLLM_STAMP)
 
+# Each vLLM test in its own process (one engine per process): .ci/vllm-tier.
+test-vllm: $(VLLM_STAMP)
+	.ci/vllm-tier $(VLLM_PY) $(PYTEST_ARGS)
+
 demo: $(STAMP)
 	$(PY) recipes/demo.py
 
