@@ -54,6 +54,7 @@ __all__ = [
     "CPUWeightSyncExtension",
     "reload_worker_weights",
     "vllm_runs_on_cpu",
+    "with_cpu_vllm_sync",
 ]
 
 RELOAD_METHOD = "codapo_reload_weights"
@@ -208,6 +209,14 @@ class CPUVLLMMixin:
     def __init__(self, *args, **kwargs):
         with _vllm_generation_class(CPUVLLMGeneration):
             super().__init__(*args, **kwargs)
+
+
+def with_cpu_vllm_sync(trainer_class: type) -> type:
+    """`trainer_class` (a `GRPOTrainer` subclass) with [`CPUVLLMMixin`], e.g. TRL's own `GRPOTrainer` for a baseline
+    that generates with vLLM on CPU. Classes that already have the mixin are returned as they are."""
+    if issubclass(trainer_class, CPUVLLMMixin):
+        return trainer_class
+    return type(trainer_class.__name__, (CPUVLLMMixin, trainer_class), {"__module__": trainer_class.__module__})
 
 
 @contextlib.contextmanager
