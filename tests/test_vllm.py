@@ -72,12 +72,26 @@ def engine_logps(llm, sequences) -> list[torch.Tensor]:
     ]
 
 
+def sampled_logps(llm, prompts, top_p: float) -> list[tuple[list[int], torch.Tensor]]:
+    """Sample 12 tokens per prompt; each full sequence with the log-probs vLLM returned for its sampled tokens."""
+    from vllm import SamplingParams
+
+    params = SamplingParams(max_tokens=12, min_tokens=12, top_p=top_p, logprobs=0, seed=0, temperature=1.0)
+    outputs = llm.generate([{"prompt_token_ids": ids} for ids in prompts], params, use_tqdm=False)
+    result = []
+    for ids, out in zip(prompts, outputs):
+        sample = out.outputs[0]
+        logps = torch.tensor([entry[token].logprob for entry, token in zip(sample.logprobs, sample.token_ids)])
+        result.append((list(ids) + list(sample.token_ids), logps))
+    return result
+
+
 def server_logps(client, sequences) -> list[torch.Tensor]:
     """The same log-probs from a vLLM server (TRL's `VLLMClient.get_sequence_logprobs`)."""
     out = []
     for ids in sequences:
         result = client.get_sequence_logprobs(sequences=[ids], prompt_lengths=[1], top_logprobs=1)
-        out.append(torch.tensor([lp[0] for lp in result["logprobs"][0]]))
+        out.append(torch.tensor([lp[0] for lp in result["actual_logprobs"][0]]))
     return out
 
 
@@ -125,6 +139,15 @@ def test_colocate_sync_leaves_the_engine_on_the_policy_weights_tied_embeddings_i
         print(f"vllm sync round {round_}: stale {stale:.3f}, synced {gap:.3f}")
         assert gap < MEAN_TOLERANCE
     assert generation.num_syncs == 2
+    # What vLLM returns for the sampled tokens (TRL asks for logprobs_mode="processed_logprobs"): log-probs after
+    # temperature AND after top-k/top-p truncation, renormalised over the kept tokens. With top_p=1 they are the
+    # policy's full-distribution log-probs (what TRL's loss and our transformers recording use); with top_p<1 higher.
+    gaps = {}
+    for top_p in (1.0, 0.3):
+        sampled = sampled_logps(generation.llm, [ids[:6] for ids in sequences], top_p=top_p)
+        full = policy_logps(model, [ids for ids, _ in sampled])
+        gaps[top_p] = torch.cat([lp - f[-len(lp) :] for (_, lp), f in zip(sampled, full)]).mean().item()
+    assert abs(gaps[1.0]) < MEAN_TOLERANCE and gaps[0.3] > 0.1, gaps
     # generation goes through TRL's code path, from the synced weights
     _, completion_ids, logprobs, _ = generation.generate(
         prompts=[sequences[0][:6]] * 2, images=None, num_generations=1
