@@ -43,6 +43,10 @@ $(VLLM_STAMP): pyproject.toml
 
 install-vllm: $(VLLM_STAMP)
 
+# The demo with vLLM generating in training (colocate, CPU build); evaluation stays on batched transformers.
+demo-vllm: $(VLLM_STAMP)
+	VLLM_CPU_KVCACHE_SPACE=$${VLLM_CPU_KVCACHE_SPACE:-1} $(VLLM_PY) recipes/demo.py --use_vllm true --vllm_mode colocate --vllm_max_model_length 1024
+
 # Each vLLM test in its own process (one engine per process): .ci/vllm-tier.
 test-vllm: $(VLLM_STAMP)
 	.ci/vllm-tier $(VLLM_PY) $(PYTEST_ARGS)

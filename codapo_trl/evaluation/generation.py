@@ -379,6 +379,10 @@ class VLLMGenerator:
     def __init__(self, model: str, *, dtype: str = "auto", seed: int = 0, **llm_kwargs: Any) -> None:
         from vllm import LLM
 
+        if _vllm_on_cpu():
+            # vLLM-CPU cannot rewind a seeded request's random generator after a step that prefilled only part of
+            # its prompt ("CPU Generator does not use offset"), so every prompt is prefilled in one step.
+            llm_kwargs.setdefault("enable_chunked_prefill", False)
         self.llm = LLM(model=model, dtype=dtype, seed=seed, **llm_kwargs)
         self.tokenizer = self.llm.get_tokenizer()
         self.stop_ids = _stop_token_ids(self.tokenizer, None)
@@ -428,6 +432,14 @@ class VLLMGenerator:
             if progress is not None:
                 progress.advance(1, sum(c.num_tokens for c in samples))
         return results
+
+
+def _vllm_on_cpu() -> bool:
+    try:
+        from vllm.platforms import current_platform
+    except ImportError:
+        return False
+    return current_platform.is_cpu()
 
 
 # ---------------------------------------------------------------------------------------------------------------------
