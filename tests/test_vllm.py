@@ -394,7 +394,7 @@ def test_vllm_and_transformers_evaluation_agree_on_arithmetic(tmp_path):
     from codapo_trl.evaluation.generation import build_generator
 
     path = embedded_path()
-    settings = dict(num_samples=4, temperature=0.7, max_new_tokens=48, limit=32, seed=0, progress=False)
+    settings = dict(num_samples=4, temperature=0.7, max_new_tokens=40, limit=24, seed=0, progress=False)
     vllm = build_generator(path, backend="vllm", dtype="float32", vllm_kwargs={"max_model_len": 512})
     assert vllm.describe() == "vllm (cpu, torch.float32)"
     first = evaluate_model(path, ["arithmetic"], generator=vllm, **settings)
@@ -410,9 +410,9 @@ def test_vllm_and_transformers_evaluation_agree_on_arithmetic(tmp_path):
         return torch.tensor([sum(v) / len(v) for _, v in sorted(questions.items())])
 
     a, b = per_question(first), per_question(reference)
-    assert len(a) == len(b) == 32
+    assert len(a) == len(b) == 24
     diff = a - b
-    bound = 3 * diff.std().item() / len(diff) ** 0.5 + 1 / 128
+    bound = 3 * diff.std().item() / len(diff) ** 0.5 + 1 / 96
     print(
         f"accuracy vLLM {a.mean():.3f}, transformers {b.mean():.3f}, difference {diff.mean():+.3f}, 3 SE {bound:.3f}"
     )
