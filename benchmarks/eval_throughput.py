@@ -8,6 +8,9 @@ a subset of the questions (`--baseline-questions`) to keep the run short, and ra
 
     nice -n 10 python benchmarks/eval_throughput.py                       # 32 questions x 4 samples, 64 new tokens
     nice -n 10 python benchmarks/eval_throughput.py --batch-sizes 32 64 128 --threads 2
+
+`--vllm` adds a row for the vLLM backend (`VLLMGenerator`; on CPU run it with `.venv-vllm/bin/python` after
+`make install-vllm`), timed after a warm-up call; the engine's start-up is reported apart.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from codapo_trl.evaluation.generation import (  # noqa: E402
     GenerationRequest,
     SamplingConfig,
     TransformersGenerator,
+    VLLMGenerator,
     render_prompt,
 )
 from codapo_trl.models import DEFAULT_EMBEDDED_MODEL, resolve_model_name_or_path  # noqa: E402
@@ -83,6 +87,7 @@ def main() -> None:
     parser.add_argument("--batch-sizes", type=int, nargs="+", default=[64, 128], help="rows per generate call")
     parser.add_argument("--baseline-questions", type=int, default=8, help="questions run by the plain loop")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--vllm", action="store_true", help="also time the vLLM backend (same questions, fp32)")
     parser.add_argument("--output", help="write the numbers as JSON here")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(message)s")
@@ -99,6 +104,14 @@ def main() -> None:
         generator.batch_size = batch_size
         rows[f"batched (batch size {batch_size})"] = batched(generator, requests, config)
     rows["plain loop (one question per generate)"] = plain_loop(generator, requests[: args.baseline_questions], config)
+    if args.vllm:
+        start = time.perf_counter()
+        engine = VLLMGenerator(generator.model.name_or_path, dtype="float32", max_model_len=1024)
+        engine_start = time.perf_counter() - start
+        engine.generate(requests[:2], SamplingConfig(1, args.temperature, 1.0, 4))  # warm-up
+        row = batched(engine, requests, config)
+        row["engine_start_s"] = engine_start
+        rows[f"vllm backend ({engine.describe()}; engine start {engine_start:.0f} s not counted)"] = row
 
     base = rows["plain loop (one question per generate)"]
     base_rate = base["completions"] / base["seconds"]

@@ -12,13 +12,19 @@ metrics is measured inside each run: the time spent in the methods that exist on
     python benchmarks/step_overhead.py --model tiny --updates 10 --repeats 3 --dynamics-off
     python benchmarks/step_overhead.py --model embedded/SmolLM2-135M-Instruct --updates 4 --repeats 2 \
         --max-completion-length 48 --dynamics-off
+
+With `--use-vllm` both trainers generate with vLLM in colocate mode (on CPU: `make install-vllm`, then run it with
+`.venv-vllm/bin/python`). vLLM allows one engine per process, so each run then goes to its own subprocess; the
+engine's start-up is outside the timed updates.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -34,6 +40,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from codapo_trl import CoDaPOConfig, CoDaPOTrainer, GRPODynamicsTrainer  # noqa: E402
+from codapo_trl.vllm_cpu import with_cpu_vllm_sync  # noqa: E402
 
 
 # The methods that exist only for the `dynamics/` metrics: their time, measured inside the run, is the metrics' cost.
@@ -117,13 +124,19 @@ def run(
 ) -> tuple[list[float], float]:
     """Train for `options.updates` timed updates (after a warm-up pair); returns the seconds of each timed update
     and the share of all the run's time spent in the dynamics-only methods (0 for TRL's trainer)."""
+    if options.use_vllm:  # vLLM names the minimum `min_tokens`; TRL's GRPOTrainer needs our sync on a CPU engine
+        trainer_cls = with_cpu_vllm_sync(trainer_cls)
+        forced = {"min_tokens": options.max_completion_length}
+        extra = {"use_vllm": True, "vllm_mode": "colocate", "vllm_max_model_length": 1024, **extra}
+    else:
+        forced = {"min_new_tokens": options.max_completion_length}
     args = config_cls(
         output_dir=str(workdir / trainer_cls.__name__),
         per_device_train_batch_size=options.micro_batch,
         gradient_accumulation_steps=options.questions * options.num_generations // options.micro_batch,
         num_generations=options.num_generations,
         max_completion_length=options.max_completion_length,
-        generation_kwargs={"min_new_tokens": options.max_completion_length},
+        generation_kwargs=forced,
         max_steps=options.updates + 2,
         learning_rate=1e-6,
         logging_steps=1,
@@ -150,6 +163,21 @@ def run(
     return timer.seconds[2:], share  # the first B/S pair warms caches up; whole pairs are timed
 
 
+RESULT_TAG = "STEP_OVERHEAD_RESULT "
+
+
+def run_in_subprocess(argv: list[str], arm: str) -> tuple[list[float], float]:
+    """One run of one arm in a fresh process (vLLM: one engine per process)."""
+    result = subprocess.run(
+        [sys.executable, __file__, *argv, "--arm", arm], capture_output=True, text=True, check=False
+    )
+    lines = [line for line in result.stdout.splitlines() if line.startswith(RESULT_TAG)]
+    if result.returncode != 0 or not lines:
+        raise SystemExit(f"run of {arm} failed:\n{result.stdout[-2000:]}\n{result.stderr[-4000:]}")
+    payload = json.loads(lines[-1].removeprefix(RESULT_TAG))
+    return payload["seconds"], payload["share"]
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="tiny", help="'tiny' (built offline), a path, or an alias")
@@ -167,8 +195,13 @@ def main(argv: list[str] | None = None) -> None:
         action="store_true",
         help="also time CoDaPO with codapo_dynamics=False, to measure the cost of the dynamics/ metrics",
     )
+    parser.add_argument(
+        "--use-vllm", action="store_true", help="generate with vLLM (colocate), each run in a subprocess"
+    )
+    parser.add_argument("--arm", default=None, help=argparse.SUPPRESS)  # internal: one run of one arm, JSON out
     options = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
+    argv = sys.argv[1:] if argv is None else list(argv)
 
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
@@ -184,16 +217,25 @@ def main(argv: list[str] | None = None) -> None:
                 {"codapo_resample_timing": options.timing, "codapo_dynamics": False},
             )
             arms["GRPO+dyn"] = (GRPODynamicsTrainer, GRPOConfig, {})
+        if options.arm is not None:
+            trainer_cls, config_cls, extra = arms[options.arm]
+            seconds, share = run(trainer_cls, config_cls, model, options, workdir, **extra)
+            print(RESULT_TAG + json.dumps({"seconds": seconds, "share": share}))
+            return
         times: dict[str, list[float]] = {name: [] for name in arms}
         shares: dict[str, list[float]] = {name: [] for name in arms}
         for _ in range(options.repeats):
             for name, (trainer_cls, config_cls, extra) in arms.items():
-                seconds, share = run(trainer_cls, config_cls, model, options, workdir, **extra)
+                if options.use_vllm:
+                    seconds, share = run_in_subprocess(argv, name)
+                else:
+                    seconds, share = run(trainer_cls, config_cls, model, options, workdir, **extra)
                 times[name] += seconds
                 shares[name].append(share)
     tokens = options.questions * options.num_generations * options.max_completion_length
     print(f"model={options.model} |B|={options.questions} G={options.num_generations} "
-          f"tokens/update={tokens} micro_batch={options.micro_batch} timing={options.timing}")  # fmt: skip
+          f"tokens/update={tokens} micro_batch={options.micro_batch} timing={options.timing} "
+          f"generation={'vllm colocate' if options.use_vllm else 'transformers'}")  # fmt: skip
     for name, seconds in times.items():
         print(
             f"{name:12s} {statistics.mean(seconds):8.3f} s/update  (median {statistics.median(seconds):.3f}, "

@@ -1272,9 +1272,10 @@ def analyze_checkpoints(
         group_by (`str`, *optional*, defaults to `"level"`): columns of the tables and figures: the dataset's levels
             (Appendix B) or the five difficulty bins of the group error rate (Section 3.2).
         batch_size (`int`, *optional*, defaults to 32): sequences per `generate` call (transformers backend).
-        backend (`str`, *optional*, defaults to `"auto"`): sampling backend: `"transformers"`, `"vllm"` (GPU; the
-            engine is shut down before the scoring model loads, and gets `gpu_memory_utilization=0.5` unless
-            `vllm_kwargs` says otherwise), or `"auto"` (vLLM when importable with a GPU).
+        backend (`str`, *optional*, defaults to `"auto"`): sampling backend: `"transformers"`, `"vllm"` (GPU, or CPU
+            with vLLM's CPU build; the engine is shut down before the scoring model loads, and gets
+            `gpu_memory_utilization=0.5` unless `vllm_kwargs` says otherwise), or `"auto"` (vLLM when importable
+            with a GPU).
         dtype (`str`, *optional*, defaults to `"auto"`): bfloat16 on a GPU that supports it, else float32.
         device (`str`, *optional*): default CUDA when available, else CPU.
         tokenizer (`str`, *optional*): load the tokenizer from here instead of each checkpoint.

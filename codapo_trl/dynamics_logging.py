@@ -32,6 +32,7 @@ from . import coda
 from .dynamics import bin_sums, summarize_bins, token_update_weights
 from .generation import record_sampled_logprobs
 from .rewards import check_reward_columns
+from .vllm_cpu import CPUVLLMMixin
 
 
 logger = logging.getLogger(__name__)
@@ -506,7 +507,7 @@ def _finite_or_none(value: torch.Tensor) -> float | None:
     return value if value == value else None  # NaN -> None (JSON has no NaN)
 
 
-class GRPODynamicsTrainer(DynamicsMixin, GRPOTrainer):
+class GRPODynamicsTrainer(CPUVLLMMixin, DynamicsMixin, GRPOTrainer):
     """TRL's [`~trl.GRPOTrainer`] plus the training-dynamics metrics (`dynamics/`, `budget/`) and the optional
     per-question log of [`DynamicsMixin`]; takes `GRPOTrainer`'s arguments plus `log_dynamics`, `question_log`
     and `correctness_reward`."""

@@ -34,6 +34,7 @@ from trl.trainer.utils import RepeatSampler
 from . import coda
 from .config import CODAPO_LOSS_TYPES, CoDaPOConfig
 from .dynamics_logging import DynamicsMixin, GroupStats
+from .vllm_cpu import CPUVLLMMixin
 
 
 logger = logging.getLogger(__name__)
@@ -101,7 +102,7 @@ def _to_device(output: dict[str, Any], device: torch.device) -> dict[str, Any]:
     return {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in output.items()}
 
 
-class CoDaPOTrainer(DynamicsMixin, GRPOTrainer):
+class CoDaPOTrainer(CPUVLLMMixin, DynamicsMixin, GRPOTrainer):
     """
     Trainer for CoDaPO (Confidence and Difficulty-adaptive Policy Optimization), a drop-in replacement of TRL's
     [`~trl.GRPOTrainer`].

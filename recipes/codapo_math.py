@@ -33,6 +33,7 @@ from codapo_trl import CoDaPOConfig, CoDaPOTrainer, GRPODynamicsTrainer  # noqa:
 from codapo_trl.data import SYSTEM_PROMPT, load_math_dataset  # noqa: E402
 from codapo_trl.models import DEFAULT_EMBEDDED_MODEL, resolve_model_name_or_path  # noqa: E402
 from codapo_trl.rewards import REWARD_FUNCS, check_reward_columns, get_reward_funcs  # noqa: E402
+from codapo_trl.vllm_cpu import with_cpu_vllm_sync  # noqa: E402
 
 
 logger = logging.getLogger("codapo_math")
@@ -221,6 +222,8 @@ def main(
         trainer_class = CoDaPOTrainer
     else:
         trainer_class = GRPODynamicsTrainer if script_args.baseline_dynamics else GRPOTrainer
+        if training_args.use_vllm:  # TRL's GRPOTrainer, plus the weight sync a CPU vLLM engine needs
+            trainer_class = with_cpu_vllm_sync(trainer_class)
     trainer = trainer_class(
         model=model_path,
         reward_funcs=reward_funcs,

