@@ -230,13 +230,25 @@ def test_codapo_loss_clipping_zeroes_clipped_token_gradients():
 
 
 def test_codapo_loss_is_length_invariant_within_question():
-    # Duplicating every token of a question's rollouts leaves its contribution unchanged (micro-averaging).
-    old = torch.zeros(2, 2)
-    theta = torch.full((2, 2), 0.1)
-    adv = torch.tensor([1.0, -1.0])
-    short = coda.codapo_loss(theta[:, :1], old[:, :1], adv, torch.ones(2, 1), torch.tensor([1.0]), 2)
-    long = coda.codapo_loss(theta, old, adv, torch.ones(2, 2), torch.tensor([1.0]), 2)
-    torch.testing.assert_close(short, long)
+    # Micro-averaging: each question contributes v_j times the mean over *all its tokens* (T_j), and questions are
+    # averaged. Two questions (G = 2) with unequal rollout lengths, asymmetric advantages and different token means:
+    # q0 has lengths 1 and 3 with A = (+1, -1) (token mean -0.5, per-rollout mean 0), q1 lengths 2 and 2 with
+    # A = (+1.5, -0.5) (mean 0.5). A per-rollout mean gives a different number, and so does a global token mean
+    # (over both questions) or a token sum, once q0's tokens are all duplicated (lengths 2 and 6).
+    ratio = math.exp(0.1)  # theta - old = 0.1 on every token: inside the clip range, so g_it = rho A
+    adv = torch.tensor([1.0, -1.0, 1.5, -0.5])
+    values = torch.tensor([1.0, 0.5])
+
+    def loss_for(lengths):
+        mask = torch.tensor([[1.0] * n + [0.0] * (6 - n) for n in lengths])
+        return coda.codapo_loss(torch.full((4, 6), 0.1), torch.zeros(4, 6), adv, mask, values, 2)
+
+    short = loss_for([1, 3, 2, 2])
+    long = loss_for([2, 6, 2, 2])  # every token of q0 twice
+    # -(1/|B|) sum_j v_j / T_j sum_i L_i rho A_i
+    expected = -(1.0 * (1 * 1.0 + 3 * -1.0) / 4 + 0.5 * (2 * 1.5 + 2 * -0.5) / 4) * ratio / 2
+    torch.testing.assert_close(short, torch.tensor(expected))
+    torch.testing.assert_close(long, short)
 
 
 def test_codapo_loss_rejects_unknown_objective_and_partial_groups():
