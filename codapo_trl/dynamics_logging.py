@@ -26,9 +26,10 @@ import torch
 from accelerate.utils import gather, gather_object, is_peft_model
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 from trl import GRPOTrainer
-from trl.models.utils import disable_gradient_checkpointing
 
+from . import _trl_compat as compat
 from . import coda
+from ._trl_compat import disable_gradient_checkpointing
 from .dynamics import bin_sums, summarize_bins, token_update_weights
 from .generation import record_sampled_logprobs
 from .rewards import check_reward_columns
@@ -145,6 +146,7 @@ class DynamicsMixin:
         **kwargs,
     ):
         super().__init__(*args, **kwargs)
+        compat.check_trainer_attributes(self)
         check_reward_columns(self.reward_funcs, self.train_dataset, self.eval_dataset)
         config = self.args
         self.log_dynamics = getattr(config, "codapo_dynamics", True) if log_dynamics is None else log_dynamics
@@ -216,7 +218,7 @@ class DynamicsMixin:
             return
         flag = torch.tensor([0.0 if reason is None else 1.0], device=self.accelerator.device)
         untrusted = bool(gather(flag).sum().item() > 0)
-        self._metrics["train"]["generation/recorded_logps_fallback"].append(float(untrusted))
+        compat.train_metrics(self)["generation/recorded_logps_fallback"].append(float(untrusted))
         if not untrusted:
             return
         output.pop("sampling_per_token_logps", None)
@@ -346,7 +348,7 @@ class DynamicsMixin:
                 self._warned_correctness_range = True
                 logger.warning("%s The dynamics metrics clamp it to [0, 1].", message)
         undefined = 1.0 - defined.float().mean().item()
-        self._metrics["train"]["rewards/correctness_undefined_frac"].append(undefined)
+        compat.train_metrics(self)["rewards/correctness_undefined_frac"].append(undefined)
         if defined.any():
             self._undefined_batches = 0
         else:
@@ -410,7 +412,7 @@ class DynamicsMixin:
         self._bin_sums = sums if self._bin_sums is None else self._bin_sums + sums
 
     def _flush_update_metrics(self) -> None:
-        metrics = self._metrics["train"]
+        metrics = compat.train_metrics(self)
         if self._bin_sums is not None:
             totals = self.accelerator.reduce(self._bin_sums, reduction="sum")
             self._bin_sums = None

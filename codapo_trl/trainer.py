@@ -21,7 +21,6 @@ from __future__ import annotations
 import copy
 import logging
 import textwrap
-from collections import defaultdict, deque
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,9 +28,10 @@ import torch
 from accelerate.utils import gather_object
 from datasets import IterableDataset
 from trl import GRPOTrainer
-from trl.trainer.utils import RepeatSampler
 
+from . import _trl_compat as compat
 from . import coda
+from ._trl_compat import RepeatSampler
 from .config import CODAPO_LOSS_TYPES, CoDaPOConfig
 from .dynamics_logging import DynamicsMixin, GroupStats
 from .vllm_cpu import CPUVLLMMixin
@@ -69,33 +69,6 @@ class CoDaPOState:
     selection_step: int = -1
     pending: _PendingBatch | None = None
     phase: int = PHASE_B
-
-
-def _empty_like(logs: dict[str, Any]) -> dict[str, Any]:
-    """An empty copy of TRL's `_logs` structure (dicts of bounded deques), keeping each deque's `maxlen`."""
-    empty = {}
-    for key, value in logs.items():
-        if isinstance(value, defaultdict):
-            empty[key] = defaultdict(value.default_factory)
-        elif isinstance(value, deque):
-            empty[key] = deque(maxlen=value.maxlen)
-        else:
-            empty[key] = copy.copy(value)
-    return empty
-
-
-def _plain_logs(logs: dict[str, Any]) -> dict[str, Any]:
-    """TRL's `_logs` as plain dicts and lists (picklable into a checkpoint)."""
-    return {k: {c: list(e) for c, e in v.items()} if isinstance(v, dict) else list(v) for k, v in logs.items()}
-
-
-def _extend_logs(target: dict[str, Any], source: dict[str, Any]) -> None:
-    for key, value in source.items():
-        if isinstance(value, dict):
-            for column, entries in value.items():
-                target[key][column].extend(entries)
-        else:
-            target[key].extend(value)
 
 
 def _to_device(output: dict[str, Any], device: torch.device) -> dict[str, Any]:
@@ -207,11 +180,11 @@ class CoDaPOTrainer(CPUVLLMMixin, DynamicsMixin, GRPOTrainer):
         alternate every generation batch, counted by TRL's micro-step counter (restored on resume)."""
         if not self.args.codapo_sampling:
             return PHASE_B
-        return (self._step // self._micro_steps_per_phase) % 2
+        return (compat.micro_step(self) // self._micro_steps_per_phase) % 2
 
     def _phase_start_step(self) -> int:
         """`global_step` before the first update of the current phase."""
-        return (self._step // self._micro_steps_per_phase) * self.args.codapo_steps_per_phase
+        return (compat.micro_step(self) // self._micro_steps_per_phase) * self.args.codapo_steps_per_phase
 
     # ------------------------------------------------------------------ generation: B, then S
     def _generate_and_score_completions(self, inputs):
@@ -262,7 +235,7 @@ class CoDaPOTrainer(CPUVLLMMixin, DynamicsMixin, GRPOTrainer):
         if state.pending is not None:
             pending, state.pending = state.pending, None
             self._append_metrics(pending.metrics, extend=True)
-            _extend_logs(self._logs, pending.logs)
+            compat.extend_logs(self, pending.logs)
             return _to_device(pending.output, self.accelerator.device)
         if self.args.codapo_resample_timing == "before_update":
             logger.warning(
@@ -285,9 +258,7 @@ class CoDaPOTrainer(CPUVLLMMixin, DynamicsMixin, GRPOTrainer):
 
     def _generate_pending(self, num_local_rows: int) -> _PendingBatch:
         """`before_update`: generate S now, from B's behaviour policy, and hold it with its logs until S's update."""
-        saved_metrics, saved_logs = self._metrics["train"], self._logs
-        self._metrics["train"], self._logs = defaultdict(list), _empty_like(saved_logs)
-        try:
+        with compat.separate_logs(self) as captured:
             rows, output = self._generate_from_selection(num_local_rows)
             if output.get("old_per_token_logps") is None:
                 # S is trained after B's update: its importance ratio needs the behaviour policy's log-probs, in
@@ -302,10 +273,7 @@ class CoDaPOTrainer(CPUVLLMMixin, DynamicsMixin, GRPOTrainer):
             step = self._phase_start_step() + self.args.codapo_steps_per_phase + 1
             self._log_questions(rows, self._group_stats, PHASE_S, step, values)
             self._append_metrics(self._codapo_metrics(self._group_stats, values))
-            captured_metrics, captured_logs = self._metrics["train"], self._logs
-        finally:
-            self._metrics["train"], self._logs = saved_metrics, saved_logs
-        return _PendingBatch(output=output, metrics=dict(captured_metrics), logs=_plain_logs(captured_logs))
+        return _PendingBatch(output=output, metrics=dict(captured.metrics), logs=compat.plain_logs(captured.logs))
 
     # ------------------------------------------------------------------ CoDaWeighting
     def _codapo_weigh(self, output: dict[str, Any], stats: GroupStats) -> torch.Tensor:
@@ -347,7 +315,7 @@ class CoDaPOTrainer(CPUVLLMMixin, DynamicsMixin, GRPOTrainer):
     # ------------------------------------------------------------------ metrics
     def _flush_update_metrics(self) -> None:
         if self.args.codapo_enabled:
-            self._metrics["train"]["codapo/phase"].append(float(self._codapo.phase))
+            compat.train_metrics(self)["codapo/phase"].append(float(self._codapo.phase))
         super()._flush_update_metrics()
 
     def _codapo_metrics(self, stats: GroupStats, values: torch.Tensor) -> dict[str, float]:
@@ -368,9 +336,9 @@ class CoDaPOTrainer(CPUVLLMMixin, DynamicsMixin, GRPOTrainer):
     def _append_metrics(self, metrics: dict[str, Any], extend: bool = False) -> None:
         for key, value in metrics.items():
             if extend:
-                self._metrics["train"][key].extend(value)
+                compat.train_metrics(self)[key].extend(value)
             else:
-                self._metrics["train"][key].append(value)
+                compat.train_metrics(self)[key].append(value)
 
     # ------------------------------------------------------------------ checkpoints
     def _save_checkpoint(self, model, trial):
@@ -384,11 +352,12 @@ class CoDaPOTrainer(CPUVLLMMixin, DynamicsMixin, GRPOTrainer):
             "selection_step": state.selection_step,
             "pending": pending,
             "num_processes": self.accelerator.num_processes,
-            "micro_step": self._step,
+            "micro_step": compat.micro_step(self),
             "buffered_inputs": None,
         }
-        if self._step % self._micro_steps_per_phase and self._buffered_inputs is not None:  # saved mid-phase
-            payload["buffered_inputs"] = [_to_device(chunk, torch.device("cpu")) for chunk in self._buffered_inputs]
+        buffered = compat.buffered_inputs(self)
+        if compat.micro_step(self) % self._micro_steps_per_phase and buffered is not None:  # saved mid-phase
+            payload["buffered_inputs"] = [_to_device(chunk, torch.device("cpu")) for chunk in buffered]
         self._save_rank_state(trial, STATE_FILE, payload)
 
     def _load_optimizer_and_scheduler(self, checkpoint):
@@ -408,12 +377,12 @@ class CoDaPOTrainer(CPUVLLMMixin, DynamicsMixin, GRPOTrainer):
         # TRL counts micro-steps from 0 after a resume and regenerates its buffer; CoDaPO's phase is derived from
         # that counter, so it is restored, and so is the buffer of a phase interrupted between two of its steps:
         # the remaining steps then train on the very rollouts (and chunks) they would have without the stop.
-        self._step = payload.get("micro_step", 0)
+        compat.set_micro_step(self, payload.get("micro_step", 0))
         self._codapo.phase = self.codapo_phase
         buffered = payload.get("buffered_inputs")
         if buffered is not None and same_layout:
-            self._buffered_inputs = [_to_device(chunk, self.accelerator.device) for chunk in buffered]
-        elif self._step % self._micro_steps_per_phase:
+            compat.set_buffered_inputs(self, [_to_device(chunk, self.accelerator.device) for chunk in buffered])
+        elif compat.micro_step(self) % self._micro_steps_per_phase:
             logger.warning(
                 "Resumed between two steps of a CoDaPO phase without its rollouts (another number of processes?): "
                 "the phase's batch is generated again for its remaining steps."

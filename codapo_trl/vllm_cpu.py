@@ -32,7 +32,6 @@ head's post-load processing again after every reload.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import shutil
@@ -41,9 +40,9 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 import torch
-from trl.generation import vllm_generation as trl_vllm_generation
-from trl.generation.vllm_generation import VLLMGeneration
-from trl.trainer import grpo_trainer as trl_grpo_trainer
+
+from . import _trl_compat as compat
+from ._trl_compat import VLLMGeneration
 
 
 logger = logging.getLogger(__name__)
@@ -125,6 +124,7 @@ class CPUVLLMGeneration(VLLMGeneration):
     """TRL's `VLLMGeneration` with a weight sync that works when the vLLM engine runs on CPU.
 
     Everything else (engine construction, generation, log-probs) is TRL's. On a GPU engine it is TRL's class exactly.
+    Overrides TRL's `_init_vllm` and `sync_weights` (named, with the private attributes used, in `_trl_compat`).
 
     Attributes:
         cpu_weight_sync (`bool`): whether this instance replaces TRL's sync (colocate with vLLM's CPU build, or server
@@ -145,7 +145,7 @@ class CPUVLLMGeneration(VLLMGeneration):
         # Server mode from a CPU trainer: TRL's NCCL communicator cannot be built; weights go through a file.
         if self.accelerator.is_main_process:
             base_url = self.server_base_url or f"http://{self.server_host}:{self.server_port}"
-            self.vllm_client = trl_vllm_generation.VLLMClient(
+            self.vllm_client = compat.vllm_client_class()(
                 base_url=base_url, group_port=self.group_port, connection_timeout=self.server_timeout
             )
             self._check_server_extension()
@@ -177,7 +177,7 @@ class CPUVLLMGeneration(VLLMGeneration):
         if self.mode == "colocate":
             if self.enable_sleep_mode:
                 self.llm.wake_up(tags=["weights"])
-                self._llm_weights_sleeping = False
+                compat.set_weights_awake(self)
             reload_worker_weights(self.llm.llm_engine.model_executor.driver_worker, self._policy_weights())
             self.llm.reset_prefix_cache()
             return
@@ -188,8 +188,10 @@ class CPUVLLMGeneration(VLLMGeneration):
             path = os.path.join(self._weights_dir, WEIGHTS_FILE)
             save_file({name: tensor.contiguous() for name, tensor in weights.items()}, path)
             client = self.vllm_client
-            client._post(
-                f"{client.base_url}/collective_rpc", json={"method": RELOAD_METHOD, "kwargs": {"weights_path": path}}
+            compat.post_to_vllm_server(
+                client,
+                f"{client.base_url}/collective_rpc",
+                json={"method": RELOAD_METHOD, "kwargs": {"weights_path": path}},
             )
             client.reset_prefix_cache()
         self.accelerator.wait_for_everyone()
@@ -207,7 +209,7 @@ class CPUVLLMMixin:
     """
 
     def __init__(self, *args, **kwargs):
-        with _vllm_generation_class(CPUVLLMGeneration):
+        with compat.vllm_generation_class(CPUVLLMGeneration):
             super().__init__(*args, **kwargs)
 
 
@@ -217,13 +219,3 @@ def with_cpu_vllm_sync(trainer_class: type) -> type:
     if issubclass(trainer_class, CPUVLLMMixin):
         return trainer_class
     return type(trainer_class.__name__, (CPUVLLMMixin, trainer_class), {"__module__": trainer_class.__module__})
-
-
-@contextlib.contextmanager
-def _vllm_generation_class(cls: type[VLLMGeneration]):
-    original = trl_grpo_trainer.VLLMGeneration
-    trl_grpo_trainer.VLLMGeneration = cls
-    try:
-        yield
-    finally:
-        trl_grpo_trainer.VLLMGeneration = original
