@@ -13,8 +13,8 @@ __version__ = "0.1.0"
 _EXPORTS = {
     "CoDaPOConfig": ".config",
     "CoDaPOTrainer": ".trainer",
-    "DynamicsMixin": ".dynamics_logging",
-    "GRPODynamicsTrainer": ".dynamics_logging",
+    "DynamicsMixin": ".dynamics.mixin",
+    "GRPODynamicsTrainer": ".dynamics.mixin",
     "math_accuracy_reward": ".rewards",
     "evaluate_model": ".evaluation",
     "analyze_checkpoints": ".analysis",
@@ -50,7 +50,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .analysis import analyze_checkpoints, plot_training_dynamics
     from .config import CoDaPOConfig
     from .data import SYSTEM_PROMPT, load_math_dataset, make_arithmetic_dataset
-    from .dynamics_logging import DynamicsMixin, GRPODynamicsTrainer
+    from .dynamics.mixin import DynamicsMixin, GRPODynamicsTrainer
     from .evaluation import evaluate_model, pass_at_k
     from .models import MODEL_ALIASES, resolve_model_name_or_path
     from .rewards import get_reward_funcs, math_accuracy_reward

@@ -33,7 +33,8 @@ from . import _trl_compat as compat
 from . import coda
 from ._trl_compat import RepeatSampler
 from .config import CODAPO_LOSS_TYPES, CoDaPOConfig
-from .dynamics_logging import DynamicsMixin, GroupStats
+from .dynamics.groups import GroupStats
+from .dynamics.mixin import DynamicsMixin
 from .vllm_cpu import CPUVLLMMixin
 
 

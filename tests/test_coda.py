@@ -1,5 +1,7 @@
 """The pure CoDaPO functions against hand-computed values."""
 
+import doctest
+import importlib
 import math
 
 import pytest
@@ -258,3 +260,26 @@ def test_codapo_loss_rejects_unknown_objective_and_partial_groups():
         )
     with pytest.raises(ValueError, match="whole groups"):
         coda.group_difficulty(torch.zeros(5), 2)
+
+
+@pytest.mark.parametrize(
+    "module_name",
+    [
+        "codapo_trl.coda",
+        "codapo_trl.dynamics.bins",
+        "codapo_trl.dynamics.groups",
+        "codapo_trl.dynamics.question_log",
+    ],
+)
+def test_docstring_examples_run(module_name):
+    # The examples are written in HF style (inside ```python fences), which plain doctest would read as output.
+    module = importlib.import_module(module_name)
+    runner = doctest.DocTestRunner(optionflags=doctest.NORMALIZE_WHITESPACE)
+    examples = 0
+    for test in doctest.DocTestFinder().find(module, module.__name__, globs={"torch": torch, **vars(module)}):
+        for example in test.examples:
+            example.want = example.want.replace("```\n", "")
+        examples += len(test.examples)
+        runner.run(test)
+    assert examples > 0
+    assert runner.failures == 0, f"{runner.failures} docstring example(s) of {module_name} failed (see the output)"

@@ -10,7 +10,7 @@ from test_trainer import make_args, record_outputs, record_parent_generations
 from transformers import GenerationMixin
 
 from codapo_trl import CoDaPOConfig, CoDaPOTrainer, GRPODynamicsTrainer
-from codapo_trl.generation import SampledTokenLogprobs
+from codapo_trl.logprob_recorder import SampledTokenLogprobs
 
 
 class FakeOutput:

@@ -15,8 +15,6 @@ Mixed in before `GRPOTrainer`, it adds, with no extra forward pass:
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import os
 from dataclasses import dataclass, field
@@ -27,13 +25,15 @@ from accelerate.utils import gather, gather_object, is_peft_model
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 from trl import GRPOTrainer
 
-from . import _trl_compat as compat
-from . import coda
-from ._trl_compat import disable_gradient_checkpointing
-from .dynamics import bin_sums, summarize_bins, token_update_weights
-from .generation import record_sampled_logprobs
-from .rewards import check_reward_columns
-from .vllm_cpu import CPUVLLMMixin
+from .. import _trl_compat as compat
+from .. import coda
+from .._trl_compat import disable_gradient_checkpointing
+from ..logprob_recorder import record_sampled_logprobs
+from ..rewards import check_reward_columns
+from ..vllm_cpu import CPUVLLMMixin
+from .bins import bin_sums, summarize_bins, token_update_weights
+from .groups import IS_MASK_MODES, GroupStats, group_stats, trained_token_mask
+from .question_log import append_lines, prompt_digest, question_id, question_log_lines
 
 
 logger = logging.getLogger(__name__)
@@ -41,7 +41,6 @@ logger = logging.getLogger(__name__)
 STATE_FILE = "dynamics_state-rank{rank}.pt"
 MAX_UNDEFINED_BATCHES = 5
 """Consecutive batches with no defined correctness after which CoDaPO stops with an error."""
-ID_COLUMNS = ("id", "qid", "unique_id", "question_id", "problem_id", "task_id")
 
 # Keys of TRL's generation output that the policy forward pass needs besides the token ids (multimodal models).
 _FORWARD_KEYS = (
@@ -59,64 +58,9 @@ _FORWARD_KEYS = (
 
 
 @dataclass
-class GroupStats:
-    """Statistics of one generated batch over all processes; rollouts of a question are contiguous.
-
-    Attributes:
-        log_confidence (`torch.Tensor` of shape `(N,)`): mean token log-prob of each rollout (NaN if empty).
-        correctness (`torch.Tensor` of shape `(N,)`): correctness in [0, 1] (NaN if undefined).
-        confidence (`torch.Tensor` of shape `(Q,)`): group confidence `c`.
-        difficulty (`torch.Tensor` of shape `(Q,)`): group difficulty `d`.
-        token_counts (`torch.Tensor` of shape `(Q,)`): loss tokens over each group's rollouts.
-    """
-
-    log_confidence: torch.Tensor
-    correctness: torch.Tensor
-    confidence: torch.Tensor
-    difficulty: torch.Tensor
-    token_counts: torch.Tensor
-
-
-@dataclass
 class BudgetState:
     generated_tokens: int = 0
     seen_prompts: set[str] = field(default_factory=set)
-
-
-def prompt_digest(prompt: Any) -> str:
-    text = json.dumps(prompt, sort_keys=True, default=str)
-    return hashlib.sha1(text.encode("utf-8")).hexdigest()
-
-
-def question_id(row: dict) -> str:
-    """A question's id: its dataset id column when it has one, else a digest of its prompt."""
-    for column in ID_COLUMNS:
-        if row.get(column) is not None:
-            return str(row[column])
-    return prompt_digest(row.get("prompt"))[:16]
-
-
-IS_MASK_MODES = ("sequence_mask", "token_mask")
-"""TRL's vLLM importance-sampling modes that zero the loss of rollouts (or tokens) whose ratio leaves the bounds."""
-
-
-def trained_token_mask(mask: torch.Tensor, importance_sampling_ratio: torch.Tensor | None) -> torch.Tensor:
-    """The tokens that carry loss: `mask` (completion and model tokens) without those that TRL's vLLM
-    importance-sampling correction masks (ratio set to 0 in its `*_mask` modes, per rollout `(N, 1)` or per token).
-
-    T_j counts these, so that the CoDaPO objective is exact for the rollouts and tokens that remain: each question's
-    loss is its token average over what is trained, not diluted by masked tokens.
-
-    Example:
-    ```python
-    >>> trained_token_mask(torch.ones(2, 3), torch.tensor([[1.2], [0.0]]))
-    tensor([[1., 1., 1.],
-            [0., 0., 0.]])
-    ```
-    """
-    if importance_sampling_ratio is None:
-        return mask
-    return mask * (importance_sampling_ratio != 0).to(mask.dtype)
 
 
 class DynamicsMixin:
@@ -196,7 +140,7 @@ class DynamicsMixin:
             return super()._generate_single_turn(*args)
         # TRL's `model.generate` path returns no log-probs: record them while it generates, as vLLM returns them.
         # They reach the batch as `sampling_per_token_logps`. A recording that cannot be trusted (see
-        # `generation.py`) is returned as NaN, so that a tool loop can still concatenate the turns, and the whole
+        # `logprob_recorder.py`) is returned as NaN, so that a tool loop can still concatenate the turns, and the whole
         # batch then falls back to a forward pass (`_drop_untrusted_recording`).
         model = self.accelerator.unwrap_model(self.model_wrapped)
         if is_peft_model(model):
@@ -302,15 +246,9 @@ class DynamicsMixin:
         masks_rollouts = self.use_vllm and self.vllm_importance_sampling_correction
         masks_rollouts = masks_rollouts and self.vllm_importance_sampling_mode in IS_MASK_MODES
         trained = trained_token_mask(mask, output.get("importance_sampling_ratio") if masks_rollouts else None)
-        token_counts = coda.group_token_counts(gather(trained.sum(-1).float()), num_generations)
+        trained_tokens = gather(trained.sum(-1).float())
         correctness = self._check_correctness(self._last_rewards_per_func)
-        stats = GroupStats(
-            log_confidence=log_confidence,
-            correctness=correctness,
-            confidence=coda.group_confidence_from_trajectories(log_confidence, num_generations),
-            difficulty=coda.group_difficulty(correctness, num_generations),
-            token_counts=token_counts,
-        )
+        stats = group_stats(log_confidence, correctness, trained_tokens, num_generations)
         local = self._process_slice(output)
         output["dynamics_log_confidence"] = log_confidence[local]
         output["dynamics_correctness"] = correctness[local]
@@ -438,27 +376,8 @@ class DynamicsMixin:
         keys = gather_object([(question_id(row), row.get("level")) for row in inputs])[::num_generations]
         if not self.accelerator.is_main_process:
             return
-        correct = (stats.correctness >= 0.5).view(-1, num_generations).sum(1).tolist()
-        lines = []
-        for j, (qid, level) in enumerate(keys):
-            record = {
-                "step": step,
-                "phase": phase,
-                "question_id": qid,
-                "level": level,
-                "confidence": _finite_or_none(stats.confidence[j]),
-                "difficulty": _finite_or_none(stats.difficulty[j]),
-                "value": None if values is None else _finite_or_none(values[j]),
-                "selected": None if selected is None else j in selected,
-                "num_correct": int(correct[j]),
-                "num_generations": num_generations,
-            }
-            lines.append(json.dumps(record) + "\n")
-        os.makedirs(os.path.dirname(os.path.abspath(self.question_log_path)), exist_ok=True)
-        with open(self.question_log_path, "a", encoding="utf-8") as f:
-            f.write("".join(lines))  # one write per batch: a reader never sees half a batch's rows interleaved
-            f.flush()
-            os.fsync(f.fileno())
+        text = question_log_lines(keys, stats, num_generations, phase, step, values, selected)
+        append_lines(self.question_log_path, text)
 
     # ------------------------------------------------------------------ checkpoints
     def _save_rank_state(self, trial, name: str, payload: dict) -> None:
@@ -502,11 +421,6 @@ class DynamicsMixin:
             # rows written after this checkpoint belong to updates that will be redone
             with open(log, "r+b") as f:
                 f.truncate(min(payload["question_log_bytes"], os.path.getsize(log)))
-
-
-def _finite_or_none(value: torch.Tensor) -> float | None:
-    value = float(value)
-    return value if value == value else None  # NaN -> None (JSON has no NaN)
 
 
 class GRPODynamicsTrainer(CPUVLLMMixin, DynamicsMixin, GRPOTrainer):

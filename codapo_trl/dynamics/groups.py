@@ -1,0 +1,82 @@
+"""`GroupStats`: the per-group statistics of one generated batch, CoDaPO's inputs (confidence, difficulty, T_j).
+
+Computed from tensors gathered from all processes (rollouts of a question contiguous), by [`group_stats`], a pure
+function of the batch's rollout log-confidences, correctness and trained-token counts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from .. import coda
+
+
+IS_MASK_MODES = ("sequence_mask", "token_mask")
+"""TRL's vLLM importance-sampling modes that zero the loss of rollouts (or tokens) whose ratio leaves the bounds."""
+
+
+@dataclass
+class GroupStats:
+    """Statistics of one generated batch over all processes; rollouts of a question are contiguous.
+
+    Attributes:
+        log_confidence (`torch.Tensor` of shape `(N,)`): mean token log-prob of each rollout (NaN if empty).
+        correctness (`torch.Tensor` of shape `(N,)`): correctness in [0, 1] (NaN if undefined).
+        confidence (`torch.Tensor` of shape `(Q,)`): group confidence `c`.
+        difficulty (`torch.Tensor` of shape `(Q,)`): group difficulty `d`.
+        token_counts (`torch.Tensor` of shape `(Q,)`): loss tokens over each group's rollouts.
+    """
+
+    log_confidence: torch.Tensor
+    correctness: torch.Tensor
+    confidence: torch.Tensor
+    difficulty: torch.Tensor
+    token_counts: torch.Tensor
+
+
+def group_stats(
+    log_confidence: torch.Tensor, correctness: torch.Tensor, trained_tokens: torch.Tensor, num_generations: int
+) -> GroupStats:
+    """The [`GroupStats`] of a batch from its rollouts (all processes, each question's `num_generations` contiguous).
+
+    Args:
+        log_confidence (`torch.Tensor` of shape `(N,)`): each rollout's mean token log-prob (NaN if empty).
+        correctness (`torch.Tensor` of shape `(N,)`): each rollout's correctness in [0, 1] (NaN if undefined).
+        trained_tokens (`torch.Tensor` of shape `(N,)`): each rollout's loss tokens (see [`trained_token_mask`]).
+        num_generations (`int`): group size G.
+
+    Example:
+    ```python
+    >>> stats = group_stats(torch.log(torch.tensor([0.5, 0.5])), torch.tensor([1.0, 0.0]), torch.tensor([3.0, 1.0]), 2)
+    >>> stats.confidence, stats.difficulty, stats.token_counts
+    (tensor([0.5000]), tensor([0.5000]), tensor([4.]))
+    ```
+    """
+    return GroupStats(
+        log_confidence=log_confidence,
+        correctness=correctness,
+        confidence=coda.group_confidence_from_trajectories(log_confidence, num_generations),
+        difficulty=coda.group_difficulty(correctness, num_generations),
+        token_counts=coda.group_token_counts(trained_tokens.float(), num_generations),
+    )
+
+
+def trained_token_mask(mask: torch.Tensor, importance_sampling_ratio: torch.Tensor | None) -> torch.Tensor:
+    """The tokens that carry loss: `mask` (completion and model tokens) without those that TRL's vLLM
+    importance-sampling correction masks (ratio set to 0 in its `*_mask` modes, per rollout `(N, 1)` or per token).
+
+    T_j counts these, so that the CoDaPO objective is exact for the rollouts and tokens that remain: each question's
+    loss is its token average over what is trained, not diluted by masked tokens.
+
+    Example:
+    ```python
+    >>> trained_token_mask(torch.ones(2, 3), torch.tensor([[1.2], [0.0]]))
+    tensor([[1., 1., 1.],
+            [0., 0., 0.]])
+    ```
+    """
+    if importance_sampling_ratio is None:
+        return mask
+    return mask * (importance_sampling_ratio != 0).to(mask.dtype)
