@@ -1,19 +1,21 @@
 """`CoDaPOTrainer`: TRL's `GRPOTrainer` with CoDaWeighting, CoDaSampling and CoDaLearning.
 
-The method lives in `coda.py`; this module only connects it to TRL's hooks. [`DynamicsMixin`] (shared with plain
-GRPO) keeps the rewards TRL gathered, the sampled tokens' log-probs and each batch's per-group confidence and
-difficulty on global tensors; on top of it:
+The method lives in `coda.py`, the B/S protocol's state in `protocol.py`; this module only connects them to TRL.
+[`DynamicsMixin`] (shared with plain GRPO) overrides TRL's generation, loss and checkpoint hooks and hands each
+generated batch over with its per-group confidence and difficulty ([`GroupStats`]); `CoDaPOTrainer` builds on the
+mixin's hooks, and overrides one TRL hook itself:
 
-- `_generate_and_score_completions` is where, after TRL generated and scored a batch, the values are computed,
-  folded into the advantages, and (in phase B) the top-K questions are selected and, for `before_update`, S is
-  generated at once from the same behaviour policy;
-- `_get_train_sampler` hands every generation batch to the Trainer loop twice, so that the loop itself takes S's
-  updates: gradient accumulation, DeepSpeed boundaries, the LR schedule, `global_step`, logging and checkpoints all
-  count them. A phase (B's, then S's) is one generation batch, consumed by `codapo_steps_per_phase` optimizer steps
-  (`steps_per_generation / gradient_accumulation_steps` chunks, `num_iterations` passes); the phase is derived from
-  TRL's micro-step counter, which a resume restores;
-- `_save_checkpoint` / `_load_optimizer_and_scheduler` keep what a B/S pair needs across a resume, including the
-  rollouts of a phase interrupted between two of its steps.
+- `_get_train_sampler` (TRL's) hands every generation batch to the Trainer loop twice, so that the loop itself takes
+  S's updates: gradient accumulation, DeepSpeed boundaries, the LR schedule, `global_step`, logging and checkpoints
+  all count them. A phase (B's, then S's) is one generation batch, consumed by `codapo_steps_per_phase` optimizer
+  steps (`steps_per_generation / gradient_accumulation_steps` chunks, `num_iterations` passes); the phase is derived
+  from TRL's micro-step counter, which a resume restores;
+- `_training_batch` (the mixin's) is where, after TRL generated and scored a batch, the values are computed, folded
+  into the advantages, and (in phase B) the top-K questions are selected and, for `before_update`, S is generated at
+  once from the same behaviour policy;
+- `_loss_inputs` (the mixin's): GPG's loss form; `_update_metrics` (the mixin's): the phase, once per update;
+- `_save_method_state` / `_load_method_state` (the mixin's) keep what a B/S pair needs across a resume, including
+  the rollouts of a phase interrupted between two of its steps.
 """
 
 from __future__ import annotations
@@ -21,7 +23,6 @@ from __future__ import annotations
 import copy
 import logging
 import textwrap
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -33,43 +34,20 @@ from . import _trl_compat as compat
 from . import coda
 from ._trl_compat import RepeatSampler
 from .config import CODAPO_LOSS_TYPES, CoDaPOConfig
-from .dynamics.groups import GroupStats
-from .dynamics.mixin import DynamicsMixin
+from .dynamics.groups import LOSS_VALUE_KEY, GroupStats
+from .dynamics.mixin import DynamicsMixin, DynamicsOptions
+from .protocol import PHASE_B, PHASE_S, BSProtocol, PendingBatch
 from .vllm_cpu import CPUVLLMMixin
 
 
 logger = logging.getLogger(__name__)
 
-PHASE_B, PHASE_S = 0, 1
 STATE_FILE = "codapo_state-rank{rank}.pt"
+VALUE_KEY = "codapo_value"
+"""Output key of each rollout's question value v (NaN where undefined), next to `dynamics.groups.LOSS_VALUE_KEY`
+(the v used in the loss: 1 without CoDaWeighting, 0 where undefined)."""
 
-
-@dataclass
-class _PendingBatch:
-    """S's generation output made before B's update (`before_update`), with the logs it produced, held until S."""
-
-    output: dict[str, Any]
-    metrics: dict[str, list[float]]
-    logs: dict[str, Any]
-
-
-@dataclass
-class CoDaPOState:
-    """What lives across the two updates of a CoDaPO step, and across a checkpoint.
-
-    Attributes:
-        selection (`list[dict]` or `None`): the dataset rows of S's questions, |B| entries (each selected question
-            repeated), identical on every process.
-        selection_step (`int`): `global_step` before the first update of the B phase that made the selection.
-        pending (`_PendingBatch` or `None`): this process's share of S's rollouts when they were generated before B's
-            update.
-        phase (`int`): the phase of the rollouts being trained on (`0` B, `1` S).
-    """
-
-    selection: list[dict] | None = None
-    selection_step: int = -1
-    pending: _PendingBatch | None = None
-    phase: int = PHASE_B
+_PendingBatch = PendingBatch  # the name under which checkpoints written before `protocol.py` pickled S's rollouts
 
 
 def _to_device(output: dict[str, Any], device: torch.device) -> dict[str, Any]:
@@ -142,7 +120,7 @@ class CoDaPOTrainer(CPUVLLMMixin, DynamicsMixin, GRPOTrainer):
             # TRL's global token-sum aggregation ("dapo") then yields exactly the CoDaPO loss, with every TRL feature
             # (vLLM importance sampling, entropy masks, metrics) intact. `args.loss_type` keeps the user's choice.
             self.loss_type = "dapo"
-        self._codapo = CoDaPOState()
+        self._codapo = self._new_protocol()
         if args.codapo_enabled and len(self.reward_func_names) > 1:
             logger.warning(
                 "CoDaPO objective with %d reward functions %s: the advantages use their weighted combination (TRL's "
@@ -167,40 +145,51 @@ class CoDaPOTrainer(CPUVLLMMixin, DynamicsMixin, GRPOTrainer):
             seed=self.args.seed,
         )
 
+    # ------------------------------------------------------------------ the mixin's hooks
+    def _dynamics_options_default(self) -> DynamicsOptions:
+        args = self.args
+        return DynamicsOptions(
+            log_dynamics=args.codapo_dynamics,
+            question_log=args.codapo_question_log,
+            correctness_reward=args.codapo_correctness_reward,
+            correctness_option="codapo_correctness_reward",
+        )
+
     @property
     def _correctness_drives_training(self) -> bool:
         return self.args.codapo_weighting or self.args.codapo_sampling
 
-    @property
-    def _micro_steps_per_phase(self) -> int:
-        return self.args.steps_per_generation * self.num_iterations
+    # ------------------------------------------------------------------ the B/S protocol
+    def _new_protocol(self) -> BSProtocol:
+        return BSProtocol(
+            sampling=self.args.codapo_sampling,
+            micro_steps_per_phase=self.args.steps_per_generation * self.num_iterations,
+            steps_per_phase=self.args.codapo_steps_per_phase,
+        )
 
     @property
     def codapo_phase(self) -> int:
         """`0` while the current update is on B, `1` while it is on S (always `0` without CoDaSampling). Phases
         alternate every generation batch, counted by TRL's micro-step counter (restored on resume)."""
-        if not self.args.codapo_sampling:
-            return PHASE_B
-        return (compat.micro_step(self) // self._micro_steps_per_phase) % 2
+        return self._codapo.phase_at(compat.micro_step(self))
 
     def _phase_start_step(self) -> int:
         """`global_step` before the first update of the current phase."""
-        return (compat.micro_step(self) // self._micro_steps_per_phase) * self.args.codapo_steps_per_phase
+        return self._codapo.phase_start_step(compat.micro_step(self))
 
     # ------------------------------------------------------------------ generation: B, then S
-    def _generate_and_score_completions(self, inputs):
-        if not self.model.training or not self.args.codapo_enabled:
-            return super()._generate_and_score_completions(inputs)
-        self._codapo.phase = self.codapo_phase
-        if self.codapo_phase == PHASE_S:
+    def _training_batch(self, inputs: list[dict]) -> dict[str, Any]:
+        if not self.args.codapo_enabled:
+            output, _ = self._scored_batch(inputs)  # plain GRPO with the dynamics; no question log here
+            return output
+        if self._codapo.enter(compat.micro_step(self)) == PHASE_S:
             return self._resampled_batch(inputs)
         return self._update_batch(inputs, select=self.args.codapo_sampling)
 
     def _update_batch(self, inputs: list[dict], select: bool) -> dict[str, Any]:
         """Phase B: TRL generates and scores B; weigh it; select S (and generate it now for `before_update`)."""
         rows = copy.deepcopy(inputs) if select else None  # TRL may write into the rows it is given
-        output = super()._generate_and_score_completions(inputs)  # DynamicsMixin sets self._group_stats
-        stats = self._group_stats
+        output, stats = self._scored_batch(inputs)
         values = self._codapo_weigh(output, stats)
         metrics = self._codapo_metrics(stats, values)
         selected = None
@@ -208,33 +197,29 @@ class CoDaPOTrainer(CPUVLLMMixin, DynamicsMixin, GRPOTrainer):
             global_rows = gather_object(rows)
             num_questions = len(global_rows) // self.num_generations
             selection = coda.select_top_k(values, self.args.codapo_top_k, num_questions, stats.difficulty)
-            self._codapo.selection = [global_rows[j * self.num_generations] for j in selection]
-            self._codapo.selection_step = self._phase_start_step()
+            self._codapo.select([global_rows[j * self.num_generations] for j in selection], compat.micro_step(self))
             selected = set(selection)
             chosen = torch.tensor(sorted(selected), device=values.device)
             metrics["codapo/selected_value_mean"] = torch.nanmean(values[chosen]).item()
             metrics["codapo/selected_difficulty_mean"] = torch.nanmean(stats.difficulty[chosen]).item()
         self._log_questions(inputs, stats, PHASE_B, self._phase_start_step() + 1, values, selected)
         if select and self.args.codapo_resample_timing == "before_update":
-            self._codapo.pending = self._generate_pending(len(inputs))
+            self._codapo.hold(self._generate_pending(len(inputs)))
         self._append_metrics(metrics)
         return output
 
     def _resampled_batch(self, inputs: list[dict]) -> dict[str, Any]:
         """Phase S: the batch generated before B's update, or fresh rollouts of the selected questions."""
-        state = self._codapo
-        if (
-            state.selection is None
-            or state.selection_step != self._phase_start_step() - self.args.codapo_steps_per_phase
-        ):
+        protocol = self._codapo
+        if protocol.selection_for(compat.micro_step(self)) is None:
             logger.warning(
                 "No CoDaPO selection is held for update %d (a checkpoint without CoDaPO state?): this phase is "
                 "taken on the update batch again instead of the resampled one.",
                 self.state.global_step + 1,
             )
             return self._update_batch(inputs, select=False)
-        if state.pending is not None:
-            pending, state.pending = state.pending, None
+        pending = protocol.take_pending()
+        if pending is not None:
             self._append_metrics(pending.metrics, extend=True)
             compat.extend_logs(self, pending.logs)
             return _to_device(pending.output, self.accelerator.device)
@@ -244,23 +229,24 @@ class CoDaPOTrainer(CPUVLLMMixin, DynamicsMixin, GRPOTrainer):
                 "generating them from the current policy instead.",
                 self.state.global_step,
             )
-        rows, output = self._generate_from_selection(len(inputs))
-        values = self._codapo_weigh(output, self._group_stats)
-        self._log_questions(rows, self._group_stats, PHASE_S, self._phase_start_step() + 1, values)
-        self._append_metrics(self._codapo_metrics(self._group_stats, values))
+        rows, output, stats = self._generate_from_selection(len(inputs))
+        values = self._codapo_weigh(output, stats)
+        self._log_questions(rows, stats, PHASE_S, self._phase_start_step() + 1, values)
+        self._append_metrics(self._codapo_metrics(stats, values))
         return output
 
-    def _generate_from_selection(self, num_local_rows: int) -> tuple[list[dict], dict[str, Any]]:
+    def _generate_from_selection(self, num_local_rows: int) -> tuple[list[dict], dict[str, Any], GroupStats]:
         """TRL's generation and scoring of S: each selected question G times, this process's contiguous share."""
         rows = [copy.deepcopy(row) for row in self._codapo.selection for _ in range(self.num_generations)]
         start = self.accelerator.process_index * num_local_rows
         rows = rows[start : start + num_local_rows]
-        return rows, super()._generate_and_score_completions(copy.deepcopy(rows))
+        output, stats = self._scored_batch(copy.deepcopy(rows))
+        return rows, output, stats
 
-    def _generate_pending(self, num_local_rows: int) -> _PendingBatch:
+    def _generate_pending(self, num_local_rows: int) -> PendingBatch:
         """`before_update`: generate S now, from B's behaviour policy, and hold it with its logs until S's update."""
         with compat.separate_logs(self) as captured:
-            rows, output = self._generate_from_selection(num_local_rows)
+            rows, output, stats = self._generate_from_selection(num_local_rows)
             if output.get("old_per_token_logps") is None:
                 # S is trained after B's update: its importance ratio needs the behaviour policy's log-probs, in
                 # the training engine's numbers, taken now. Recorded in float32 while this model generated, they are
@@ -270,11 +256,11 @@ class CoDaPOTrainer(CPUVLLMMixin, DynamicsMixin, GRPOTrainer):
                     output["old_per_token_logps"] = output["sampling_per_token_logps"]
                 else:
                     output["old_per_token_logps"] = self._policy_logps(output)
-            values = self._codapo_weigh(output, self._group_stats)
+            values = self._codapo_weigh(output, stats)
             step = self._phase_start_step() + self.args.codapo_steps_per_phase + 1
-            self._log_questions(rows, self._group_stats, PHASE_S, step, values)
-            self._append_metrics(self._codapo_metrics(self._group_stats, values))
-        return _PendingBatch(output=output, metrics=dict(captured.metrics), logs=compat.plain_logs(captured.logs))
+            self._log_questions(rows, stats, PHASE_S, step, values)
+            self._append_metrics(self._codapo_metrics(stats, values))
+        return PendingBatch(output=output, metrics=dict(captured.metrics), logs=compat.plain_logs(captured.logs))
 
     # ------------------------------------------------------------------ CoDaWeighting
     def _codapo_weigh(self, output: dict[str, Any], stats: GroupStats) -> torch.Tensor:
@@ -283,7 +269,7 @@ class CoDaPOTrainer(CPUVLLMMixin, DynamicsMixin, GRPOTrainer):
         For the `codapo`/`gpg` losses each rollout's advantage is multiplied by `v_j / (|B| T_j)` times TRL's
         normaliser `num_items_in_batch`: TRL's token-sum aggregation ("dapo") divides by that normaliser, which
         leaves exactly `sum_j v_j / (|B| T_j) sum_{i,t} l_it`. For TRL's own loss types the factor is `v_j`. Adds
-        the per-rollout columns `codapo_value` (v) and `dynamics_value` (the v used in the loss).
+        the per-rollout columns `VALUE_KEY` (v) and `LOSS_VALUE_KEY` (the v used in the loss).
         """
         args, num_generations = self.args, self.num_generations
         values = coda.coda_values(
@@ -301,23 +287,21 @@ class CoDaPOTrainer(CPUVLLMMixin, DynamicsMixin, GRPOTrainer):
             weights = torch.nan_to_num(loss_values, nan=0.0).repeat_interleave(num_generations)
         local = self._process_slice(output)
         output["advantages"] = output["advantages"] * weights[local].to(output["advantages"].dtype)
-        output["codapo_value"] = values.repeat_interleave(num_generations)[local]
-        output["dynamics_value"] = torch.nan_to_num(loss_values, nan=0.0).repeat_interleave(num_generations)[local]
+        output[VALUE_KEY] = values.repeat_interleave(num_generations)[local]
+        output[LOSS_VALUE_KEY] = torch.nan_to_num(loss_values, nan=0.0).repeat_interleave(num_generations)[local]
         return values
 
     # ------------------------------------------------------------------ CoDaLearning
-    def _compute_loss(self, model, inputs):
+    def _loss_inputs(self, inputs: dict[str, Any]) -> dict[str, Any]:
         if self.args.loss_type == "gpg":
             # GPG's -A log p: with the ratio's denominator set to the current log-probs (ratio 1 in value, gradient
             # d log p), TRL's clipped surrogate has exactly the gradient -A d log p, also for off-policy rollouts.
-            inputs = {**inputs, "old_per_token_logps": None}
-        return super()._compute_loss(model, inputs)
+            return {**inputs, "old_per_token_logps": None}
+        return inputs
 
     # ------------------------------------------------------------------ metrics
-    def _flush_update_metrics(self) -> None:
-        if self.args.codapo_enabled:
-            compat.train_metrics(self)["codapo/phase"].append(float(self._codapo.phase))
-        super()._flush_update_metrics()
+    def _update_metrics(self) -> dict[str, float]:
+        return {"codapo/phase": float(self._codapo.phase)} if self.args.codapo_enabled else {}
 
     def _codapo_metrics(self, stats: GroupStats, values: torch.Tensor) -> dict[str, float]:
         difficulty = stats.difficulty
@@ -342,48 +326,35 @@ class CoDaPOTrainer(CPUVLLMMixin, DynamicsMixin, GRPOTrainer):
                 compat.train_metrics(self)[key].append(value)
 
     # ------------------------------------------------------------------ checkpoints
-    def _save_checkpoint(self, model, trial):
-        super()._save_checkpoint(model, trial)
-        state = self._codapo
-        pending = state.pending
-        if pending is not None:
-            pending = _PendingBatch(_to_device(pending.output, torch.device("cpu")), pending.metrics, pending.logs)
+    def _save_method_state(self, trial) -> None:
+        micro_step = compat.micro_step(self)
         payload = {
-            "selection": state.selection,
-            "selection_step": state.selection_step,
-            "pending": pending,
+            **self._codapo.state_dict(),
             "num_processes": self.accelerator.num_processes,
-            "micro_step": compat.micro_step(self),
+            "micro_step": micro_step,
             "buffered_inputs": None,
         }
         buffered = compat.buffered_inputs(self)
-        if compat.micro_step(self) % self._micro_steps_per_phase and buffered is not None:  # saved mid-phase
+        if self._codapo.is_mid_phase(micro_step) and buffered is not None:  # saved mid-phase
             payload["buffered_inputs"] = [_to_device(chunk, torch.device("cpu")) for chunk in buffered]
         self._save_rank_state(trial, STATE_FILE, payload)
 
-    def _load_optimizer_and_scheduler(self, checkpoint):
-        super()._load_optimizer_and_scheduler(checkpoint)
-        if checkpoint is None:
-            return
+    def _load_method_state(self, checkpoint: str) -> None:
         payload = self._load_rank_state(checkpoint, STATE_FILE)
         if payload is None:
             logger.warning("No CoDaPO state in %s: an S update due next is taken on B again.", checkpoint)
             return
         same_layout = payload.get("num_processes") == self.accelerator.num_processes
-        self._codapo = CoDaPOState(
-            selection=payload["selection"],
-            selection_step=payload["selection_step"],
-            pending=payload["pending"] if same_layout else None,
-        )
         # TRL counts micro-steps from 0 after a resume and regenerates its buffer; CoDaPO's phase is derived from
         # that counter, so it is restored, and so is the buffer of a phase interrupted between two of its steps:
         # the remaining steps then train on the very rollouts (and chunks) they would have without the stop.
         compat.set_micro_step(self, payload.get("micro_step", 0))
-        self._codapo.phase = self.codapo_phase
+        self._codapo = self._new_protocol()
+        self._codapo.load_state_dict(payload, compat.micro_step(self), keep_pending=same_layout)
         buffered = payload.get("buffered_inputs")
         if buffered is not None and same_layout:
             compat.set_buffered_inputs(self, [_to_device(chunk, self.accelerator.device) for chunk in buffered])
-        elif compat.micro_step(self) % self._micro_steps_per_phase:
+        elif self._codapo.is_mid_phase(compat.micro_step(self)):
             logger.warning(
                 "Resumed between two steps of a CoDaPO phase without its rollouts (another number of processes?): "
                 "the phase's batch is generated again for its remaining steps."

@@ -269,6 +269,7 @@ def test_codapo_loss_rejects_unknown_objective_and_partial_groups():
         "codapo_trl.dynamics.bins",
         "codapo_trl.dynamics.groups",
         "codapo_trl.dynamics.question_log",
+        "codapo_trl.protocol",
     ],
 )
 def test_docstring_examples_run(module_name):

@@ -13,6 +13,16 @@ import torch
 from .. import coda
 
 
+# Per-rollout columns that `DynamicsMixin` adds to TRL's generation output (this process's rows). They travel with
+# the batch through TRL's shuffling and splitting to the loss, where the per-bin metrics read them.
+LOG_CONFIDENCE_KEY = "dynamics_log_confidence"  # the rollout's mean token log-prob under the behaviour policy
+CORRECTNESS_KEY = "dynamics_correctness"  # the rollout's correctness in [0, 1] (NaN if undefined)
+DIFFICULTY_KEY = "dynamics_difficulty"  # its question's difficulty
+ADVANTAGES_KEY = "dynamics_advantages"  # TRL's advantages, before any weighting
+LOSS_VALUE_KEY = "dynamics_value"
+"""The question's weight in the loss (the `v` of the token update weight), written by a trainer that weights each
+question (CoDaPO); when absent, every question weighs 1."""
+
 IS_MASK_MODES = ("sequence_mask", "token_mask")
 """TRL's vLLM importance-sampling modes that zero the loss of rollouts (or tokens) whose ratio leaves the bounds."""
 

@@ -10,13 +10,16 @@ Mixed in before `GRPOTrainer`, it adds, with no extra forward pass:
 - budget counters `budget/generated_tokens` and `budget/unique_prompts`;
 - optionally a JSONL log with one row per question per update, written by the main process only.
 
-`GRPODynamicsTrainer` is TRL's `GRPOTrainer` with the mixin; [`CoDaPOTrainer`] uses it too.
+`GRPODynamicsTrainer` is TRL's `GRPOTrainer` with the mixin; [`CoDaPOTrainer`] builds on it through the mixin's own
+hooks (see the class docstring), never by overriding the TRL hooks it overrides.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,13 +35,26 @@ from ..logprob_recorder import record_sampled_logprobs
 from ..rewards import check_reward_columns
 from ..vllm_cpu import CPUVLLMMixin
 from .bins import bin_sums, summarize_bins, token_update_weights
-from .groups import IS_MASK_MODES, GroupStats, group_stats, trained_token_mask
+from .groups import (
+    ADVANTAGES_KEY,
+    CORRECTNESS_KEY,
+    DIFFICULTY_KEY,
+    IS_MASK_MODES,
+    LOG_CONFIDENCE_KEY,
+    LOSS_VALUE_KEY,
+    GroupStats,
+    group_stats,
+    trained_token_mask,
+)
 from .question_log import append_lines, prompt_digest, question_id, question_log_lines
 
 
 logger = logging.getLogger(__name__)
 
 STATE_FILE = "dynamics_state-rank{rank}.pt"
+REWARDS_PER_FUNC_KEY = "dynamics_rewards_per_func"
+"""Output key of the batch's rewards as TRL computed them (all processes' rollouts x reward functions), from
+[`DynamicsMixin._scored_batch`] to [`DynamicsMixin._annotate_groups`], which takes it out."""
 MAX_UNDEFINED_BATCHES = 5
 """Consecutive batches with no defined correctness after which CoDaPO stops with an error."""
 
@@ -63,23 +79,62 @@ class BudgetState:
     seen_prompts: set[str] = field(default_factory=set)
 
 
+@dataclass
+class DynamicsOptions:
+    """Defaults of [`DynamicsMixin`]'s constructor arguments, provided by the trainer (see `_dynamics_options_default`).
+
+    Attributes:
+        log_dynamics (`bool`): log the per-difficulty-bin metrics.
+        question_log (`str` or `None`): path of the per-question JSONL log (relative to `output_dir`), or none.
+        correctness_reward (`str` or `None`): the reward function that scores correctness (`None`: the first one).
+        correctness_option (`str`): how the user sets `correctness_reward`, named in error messages.
+    """
+
+    log_dynamics: bool = True
+    question_log: str | None = None
+    correctness_reward: str | None = None
+    correctness_option: str = "correctness_reward"
+
+
+@dataclass
+class _Capture:
+    """What TRL computes inside one call and does not return, kept by the TRL hooks overridden below while a
+    [`DynamicsMixin._capturing`] block runs (and read in that block only)."""
+
+    rewards_per_func: torch.Tensor | None = None  # `_calculate_rewards`: all processes' rollouts x reward functions
+    untrusted_recording: str | None = None  # `_generate_single_turn`: why recorded log-probs cannot be used
+    training_logps: torch.Tensor | None = None  # `_get_per_token_logps_and_entropies` under grad: the loss's forward
+
+
 class DynamicsMixin:
     """Training-dynamics bookkeeping for a `GRPOTrainer` subclass (mix it in before `GRPOTrainer`).
 
     Args:
         log_dynamics (`bool`, *optional*):
-            Log the per-difficulty-bin metrics under `dynamics/`. Default: the config's `codapo_dynamics` if it has
-            one, else `True`.
+            Log the per-difficulty-bin metrics under `dynamics/`. Default: `DynamicsOptions.log_dynamics` of
+            `_dynamics_options_default()` (`True`; CoDaPOTrainer: the config's `codapo_dynamics`).
         question_log (`str`, *optional*):
             Path of a JSONL file with one row per question per update (relative paths are under `output_dir`).
-            Default: the config's `codapo_question_log` if it has one, else no file.
+            Default: no file (CoDaPOTrainer: the config's `codapo_question_log`).
         correctness_reward (`str`, *optional*):
-            Name of the reward function whose reward, in [0, 1], is correctness. Default: the config's
-            `codapo_correctness_reward` if it has one, else the first reward function.
-    """
+            Name of the reward function whose reward, in [0, 1], is correctness. Default: the first reward function
+            (CoDaPOTrainer: the config's `codapo_correctness_reward`).
 
-    # CoDaPOTrainer writes the question log itself, once it knows the values and the selection.
-    _logs_questions_at_generation = True
+    TRL hooks overridden here (each calls `super()`, which is TRL's `GRPOTrainer`; named in `_trl_compat`):
+
+    - `_generate_and_score_completions`: in training, [`_training_batch`] (below), else TRL's batch as it is;
+    - `_calculate_rewards`, `_generate_single_turn`, `_get_per_token_logps_and_entropies`: keep what TRL computes and
+      does not return, in the active [`_Capture`] only; `_generate`: counts generated tokens;
+    - `_compute_loss`: TRL's loss on [`_loss_inputs`]`(inputs)`, then the per-bin metrics from its forward pass;
+    - `_save_checkpoint`, `_load_optimizer_and_scheduler`: TRL's, then this mixin's per-rank state, then the
+      subclass's ([`_save_method_state`], [`_load_method_state`]).
+
+    Hooks a subclass overrides instead (the defaults are plain GRPO's): [`_training_batch`] (the batch trained on),
+    [`_loss_inputs`], [`_update_metrics`] (metrics logged once per update), [`_save_method_state`] /
+    [`_load_method_state`], [`_dynamics_options_default`], [`_correctness_drives_training`]. The data of a batch
+    travels explicitly: [`_scored_batch`] returns TRL's output with its [`GroupStats`], and the per-rollout columns
+    the loss needs are in the output under the keys of `dynamics.groups` (`*_KEY`).
+    """
 
     def __init__(
         self,
@@ -92,23 +147,60 @@ class DynamicsMixin:
         super().__init__(*args, **kwargs)
         compat.check_trainer_attributes(self)
         check_reward_columns(self.reward_funcs, self.train_dataset, self.eval_dataset)
-        config = self.args
-        self.log_dynamics = getattr(config, "codapo_dynamics", True) if log_dynamics is None else log_dynamics
-        question_log = getattr(config, "codapo_question_log", None) if question_log is None else question_log
+        options = self._dynamics_options_default()
+        if log_dynamics is not None:
+            options.log_dynamics = log_dynamics
+        if question_log is not None:
+            options.question_log = question_log
+        if correctness_reward is not None:
+            options.correctness_reward = correctness_reward
+        self._dynamics_options = options
+        self.log_dynamics = options.log_dynamics
         self.question_log_path = None
-        if question_log:
-            self.question_log_path = os.path.join(config.output_dir, question_log)
-        name = getattr(config, "codapo_correctness_reward", None) if correctness_reward is None else correctness_reward
-        self._correctness_index = self._resolve_correctness_reward(name)
+        if options.question_log:
+            self.question_log_path = os.path.join(self.args.output_dir, options.question_log)
+        self._correctness_index = self._resolve_correctness_reward(options.correctness_reward)
         self._budget = BudgetState()
-        self._group_stats: GroupStats | None = None
-        self._last_rewards_per_func: torch.Tensor | None = None
-        self._training_logps: torch.Tensor | None = None
+        self._capture: _Capture | None = None
         self._bin_sums: torch.Tensor | None = None
-        self._untrusted_recording: str | None = None  # why this batch's recorded log-probs are not usable
         self._warned_untrusted_recording = False
         self._warned_correctness_range = False
         self._undefined_batches = 0  # consecutive batches whose correctness is undefined for every rollout
+
+    # ------------------------------------------------------------------ hooks for subclasses
+    def _dynamics_options_default(self) -> DynamicsOptions:
+        """The defaults of the constructor's `log_dynamics`, `question_log` and `correctness_reward` (called once
+        `self.args` is set; a subclass reads them from its own config)."""
+        return DynamicsOptions()
+
+    def _training_batch(self, inputs: list[dict]) -> dict[str, Any]:
+        """The batch to train on for this generation step (plain GRPO: TRL's, with the dynamics columns).
+
+        Overridden by CoDaPOTrainer (values, selection, the resampled batch S), which builds its batches from
+        [`_scored_batch`].
+        """
+        output, stats = self._scored_batch(inputs)
+        self._log_questions(inputs, stats, phase=0, step=self.state.global_step + 1)
+        return output
+
+    def _loss_inputs(self, inputs: dict[str, Any]) -> dict[str, Any]:
+        """The micro-batch TRL's loss (and the per-bin metrics) are computed on: `inputs` as they are."""
+        return inputs
+
+    def _update_metrics(self) -> dict[str, float]:
+        """Metrics logged once per optimizer update, before the dynamics' own (none here)."""
+        return {}
+
+    def _save_method_state(self, trial) -> None:
+        """Save the subclass's per-rank state into the checkpoint being written (with [`_save_rank_state`])."""
+
+    def _load_method_state(self, checkpoint: str) -> None:
+        """Restore the subclass's per-rank state from `checkpoint` (with [`_load_rank_state`])."""
+
+    @property
+    def _correctness_drives_training(self) -> bool:
+        """Whether correctness changes the update (CoDaPO's values and selection), not only the logged metrics."""
+        return False
 
     def _resolve_correctness_reward(self, name: str | None) -> int:
         if name is None:
@@ -116,15 +208,25 @@ class DynamicsMixin:
         if name not in self.reward_func_names:
             raise ValueError(
                 f"The correctness reward {name!r} is not one of the trainer's reward functions "
-                f"{self.reward_func_names}. Set codapo_correctness_reward to the name of the reward that measures "
-                "correctness."
+                f"{self.reward_func_names}. Set {self._dynamics_options.correctness_option} to the name of the "
+                "reward that measures correctness."
             )
         return self.reward_func_names.index(name)
 
-    # ------------------------------------------------------------------ what TRL computes, kept
+    # ------------------------------------------------------------------ what TRL computes and does not return
+    @contextlib.contextmanager
+    def _capturing(self) -> Iterator[_Capture]:
+        """A fresh [`_Capture`] that the TRL hooks below fill while the block runs."""
+        outer, self._capture = self._capture, _Capture()
+        try:
+            yield self._capture
+        finally:
+            self._capture = outer
+
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
         rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
-        self._last_rewards_per_func = rewards_per_func  # all processes' rollouts x reward functions
+        if self._capture is not None:
+            self._capture.rewards_per_func = rewards_per_func
         return rewards_per_func
 
     def _generate(self, prompts: list):
@@ -150,14 +252,15 @@ class DynamicsMixin:
         if logprobs is None:
             logprobs = recorder.per_row(completion_ids)
             if logprobs is None:
-                self._untrusted_recording = recorder.reason
+                if self._capture is not None:
+                    self._capture.untrusted_recording = recorder.reason
                 logprobs = [[float("nan")] * len(ids) for ids in completion_ids]
         return completion_ids, logprobs
 
-    def _drop_untrusted_recording(self, output: dict[str, Any]) -> None:
+    def _drop_untrusted_recording(self, output: dict[str, Any], reason: str | None) -> None:
         """Remove recorded log-probs from `output` when any process's recording of this batch cannot be trusted
-        (identical decision on every process, since the fallback forward pass is collective under ZeRO-3)."""
-        reason, self._untrusted_recording = self._untrusted_recording, None
+        (`reason` is this process's; the decision is identical on every process, since the fallback forward pass is
+        collective under ZeRO-3)."""
         if not (self.records_generation_logps and self.model.training):
             return
         flag = torch.tensor([0.0 if reason is None else 1.0], device=self.accelerator.device)
@@ -177,8 +280,8 @@ class DynamicsMixin:
 
     def _get_per_token_logps_and_entropies(self, *args, **kwargs):
         result = super()._get_per_token_logps_and_entropies(*args, **kwargs)
-        if torch.is_grad_enabled():  # the loss's forward pass, not a no-grad one at generation
-            self._training_logps = result[0].detach()
+        if torch.is_grad_enabled() and self._capture is not None:  # the loss's forward, not a no-grad one
+            self._capture.training_logps = result[0].detach()
         return result
 
     # ------------------------------------------------------------------ per-group statistics of a batch
@@ -222,22 +325,27 @@ class DynamicsMixin:
         return self._policy_logps(output)
 
     def _generate_and_score_completions(self, inputs):
-        self._untrusted_recording = None
-        output = super()._generate_and_score_completions(inputs)
         if not self.model.training:
-            return output
-        self._drop_untrusted_recording(output)
-        self._group_stats = self._annotate_groups(output)
+            return super()._generate_and_score_completions(inputs)
+        return self._training_batch(inputs)
+
+    def _scored_batch(self, inputs: list[dict]) -> tuple[dict[str, Any], GroupStats]:
+        """TRL's generated and scored batch for `inputs`, with the dynamics columns (`*_KEY`), and its statistics."""
+        with self._capturing() as captured:
+            output = super()._generate_and_score_completions(inputs)
+        self._drop_untrusted_recording(output, captured.untrusted_recording)
+        output[REWARDS_PER_FUNC_KEY] = captured.rewards_per_func
+        stats = self._annotate_groups(output)
         digests = gather_object([prompt_digest(row.get("prompt")) for row in inputs])
         self._budget.seen_prompts.update(digests)
-        if self._logs_questions_at_generation:
-            self._log_questions(inputs, self._group_stats, phase=0, step=self.state.global_step + 1)
-        return output
+        return output, stats
 
     def _annotate_groups(self, output: dict[str, Any]) -> GroupStats:
-        """Compute the batch's `GroupStats` and add per-rollout columns (this process's rows) to `output`:
-        `dynamics_log_confidence`, `dynamics_correctness`, `dynamics_difficulty`, `dynamics_advantages` (as TRL
-        computed them, before any weighting)."""
+        """Compute the batch's `GroupStats` from `output` and the rewards TRL computed for it (which it takes out of
+        `output[REWARDS_PER_FUNC_KEY]`), and add the per-rollout columns (this process's rows) to `output`:
+        `LOG_CONFIDENCE_KEY`, `CORRECTNESS_KEY`, `DIFFICULTY_KEY`, `ADVANTAGES_KEY` (as TRL computed them, before
+        any weighting)."""
+        rewards_per_func = output.pop(REWARDS_PER_FUNC_KEY)
         num_generations = self.num_generations
         mask = output["completion_mask"]
         if output.get("tool_mask") is not None:
@@ -247,19 +355,14 @@ class DynamicsMixin:
         masks_rollouts = masks_rollouts and self.vllm_importance_sampling_mode in IS_MASK_MODES
         trained = trained_token_mask(mask, output.get("importance_sampling_ratio") if masks_rollouts else None)
         trained_tokens = gather(trained.sum(-1).float())
-        correctness = self._check_correctness(self._last_rewards_per_func)
+        correctness = self._check_correctness(rewards_per_func)
         stats = group_stats(log_confidence, correctness, trained_tokens, num_generations)
         local = self._process_slice(output)
-        output["dynamics_log_confidence"] = log_confidence[local]
-        output["dynamics_correctness"] = correctness[local]
-        output["dynamics_difficulty"] = stats.difficulty.repeat_interleave(num_generations)[local]
-        output["dynamics_advantages"] = output["advantages"].clone()
+        output[LOG_CONFIDENCE_KEY] = log_confidence[local]
+        output[CORRECTNESS_KEY] = correctness[local]
+        output[DIFFICULTY_KEY] = stats.difficulty.repeat_interleave(num_generations)[local]
+        output[ADVANTAGES_KEY] = output["advantages"].clone()
         return stats
-
-    @property
-    def _correctness_drives_training(self) -> bool:
-        """Whether correctness changes the update (CoDaPO's values and selection), not only the logged metrics."""
-        return False
 
     def _check_correctness(self, rewards_per_func: torch.Tensor) -> torch.Tensor:
         """The correctness column of a batch's rewards (all processes), checked.
@@ -276,9 +379,10 @@ class DynamicsMixin:
         outside = defined & ((correctness < 0) | (correctness > 1))
         if outside.any():
             bad = sorted({float(v) for v in correctness[outside].tolist()})[:5]
+            option = self._dynamics_options.correctness_option
             message = (
                 f"The correctness reward {name!r} returned {bad}, outside [0, 1]. Correctness must be a 0/1 score or "
-                "a pass rate: rescale the reward, or name another reward function as codapo_correctness_reward."
+                f"a pass rate: rescale the reward, or name another reward function as {option}."
             )
             if self._correctness_drives_training:
                 raise ValueError(message)
@@ -304,8 +408,8 @@ class DynamicsMixin:
                 raise RuntimeError(
                     f"The correctness reward {name!r} returned None for every rollout of {self._undefined_batches} "
                     "batches in a row, so CoDaPO has trained on nothing since. Check that the dataset has the "
-                    "columns this reward needs (e.g. the reference answer), or set codapo_correctness_reward to the "
-                    "reward function that scores correctness."
+                    f"columns this reward needs (e.g. the reference answer), or set "
+                    f"{self._dynamics_options.correctness_option} to the reward function that scores correctness."
                 )
         return correctness.clamp(0.0, 1.0)
 
@@ -316,16 +420,17 @@ class DynamicsMixin:
 
     # ------------------------------------------------------------------ per-bin metrics, from the loss's forward
     def _compute_loss(self, model, inputs):
-        loss = super()._compute_loss(model, inputs)
+        inputs = self._loss_inputs(inputs)
+        with self._capturing() as captured:
+            loss = super()._compute_loss(model, inputs)
         if self.model.training:
-            if self.log_dynamics and "dynamics_difficulty" in inputs and self._training_logps is not None:
-                self._accumulate_bins(inputs)
+            if self.log_dynamics and DIFFICULTY_KEY in inputs and captured.training_logps is not None:
+                self._accumulate_bins(inputs, captured.training_logps)
             if self.accelerator.sync_gradients:  # the last micro-batch of this update
                 self._flush_update_metrics()
         return loss
 
-    def _accumulate_bins(self, inputs: dict[str, Any]) -> None:
-        logps, self._training_logps = self._training_logps, None
+    def _accumulate_bins(self, inputs: dict[str, Any], logps: torch.Tensor) -> None:
         old = inputs.get("old_per_token_logps")
         mask = inputs["completion_mask"]
         if inputs.get("tool_mask") is not None:
@@ -333,16 +438,16 @@ class DynamicsMixin:
         weights, clipped = token_update_weights(
             logps,
             logps if old is None else old,
-            inputs["dynamics_advantages"],
-            inputs.get("dynamics_value"),
+            inputs[ADVANTAGES_KEY],
+            inputs.get(LOSS_VALUE_KEY),
             self.epsilon_low,
             self.epsilon_high,
         )
         sums = bin_sums(
-            inputs["dynamics_difficulty"],
-            inputs["dynamics_correctness"],
-            torch.exp(inputs["dynamics_log_confidence"]),
-            inputs["dynamics_advantages"],
+            inputs[DIFFICULTY_KEY],
+            inputs[CORRECTNESS_KEY],
+            torch.exp(inputs[LOG_CONFIDENCE_KEY]),
+            inputs[ADVANTAGES_KEY],
             weights,
             clipped,
             mask,
@@ -351,6 +456,8 @@ class DynamicsMixin:
 
     def _flush_update_metrics(self) -> None:
         metrics = compat.train_metrics(self)
+        for key, value in self._update_metrics().items():
+            metrics[key].append(value)
         if self._bin_sums is not None:
             totals = self.accelerator.reduce(self._bin_sums, reduction="sum")
             self._bin_sums = None
@@ -406,11 +513,16 @@ class DynamicsMixin:
             "question_log_bytes": os.path.getsize(log) if log and os.path.exists(log) else 0,
         }
         self._save_rank_state(trial, STATE_FILE, payload)
+        self._save_method_state(trial)
 
     def _load_optimizer_and_scheduler(self, checkpoint):
         super()._load_optimizer_and_scheduler(checkpoint)
         if checkpoint is None:
             return
+        self._load_dynamics_state(checkpoint)
+        self._load_method_state(checkpoint)
+
+    def _load_dynamics_state(self, checkpoint: str) -> None:
         payload = self._load_rank_state(checkpoint, STATE_FILE)
         if payload is None:
             logger.warning("No training-dynamics state in %s: budget counters restart from zero.", checkpoint)
