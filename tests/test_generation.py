@@ -6,7 +6,7 @@ from unittest.mock import patch
 import pytest
 import torch
 from fakes import deterministic_rollout, hash_reward, parity_reward, question_dataset
-from test_trainer import make_args, record_outputs, record_parent_generations
+from helpers_training import make_args, record_outputs, record_parent_generations
 from transformers import GenerationMixin
 
 from codapo_trl import CoDaPOConfig, CoDaPOTrainer, GRPODynamicsTrainer
