@@ -128,7 +128,7 @@ class CoDaPOTrainer(CPUVLLMMixin, DynamicsMixin, GRPOTrainer):
                 "uses the correctness reward %r alone.",
                 len(self.reward_func_names),
                 self.reward_func_names,
-                self.reward_func_names[self._correctness_index],
+                self.correctness_reward_name,
             )
 
     # ------------------------------------------------------------------ data: every B batch is delivered twice

@@ -10,8 +10,9 @@ Mixed in before `GRPOTrainer`, it adds, with no extra forward pass:
 - budget counters `budget/generated_tokens` and `budget/unique_prompts`;
 - optionally a JSONL log with one row per question per update, written by the main process only.
 
-`GRPODynamicsTrainer` is TRL's `GRPOTrainer` with the mixin; [`CoDaPOTrainer`] builds on it through the mixin's own
-hooks (see the class docstring), never by overriding the TRL hooks it overrides.
+`GRPODynamicsTrainer` is TRL's `GRPOTrainer` with the mixin. [`CoDaPOTrainer`] builds on the mixin through the
+mixin's own hooks (listed in the class docstring) and overrides none of the TRL hooks the mixin overrides, so every
+`super()` call below lands in TRL.
 """
 
 from __future__ import annotations
@@ -201,6 +202,11 @@ class DynamicsMixin:
     def _correctness_drives_training(self) -> bool:
         """Whether correctness changes the update (CoDaPO's values and selection), not only the logged metrics."""
         return False
+
+    @property
+    def correctness_reward_name(self) -> str:
+        """The name of the reward function whose reward is correctness (difficulty, the bins' correct/incorrect)."""
+        return self.reward_func_names[self._correctness_index]
 
     def _resolve_correctness_reward(self, name: str | None) -> int:
         if name is None:
