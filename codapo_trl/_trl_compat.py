@@ -6,7 +6,8 @@ private hooks and reads private attributes. Those can change in any TRL release.
 
 - names them: [`GRPO_HOOKS`] (methods of `GRPOTrainer` and `transformers.Trainer` that the core overrides or calls,
   with the parameters it relies on), [`VLLM_HOOKS`] (the same for TRL's `VLLMGeneration`), [`GRPO_ATTRIBUTES`]
-  (instance attributes set by `GRPOTrainer.__init__` that the core reads or writes) and [`VLLM_ATTRIBUTES`];
+  (instance attributes set by `GRPOTrainer.__init__` that the core reads or writes), [`GRPO_CLASS_ATTRIBUTES`] and
+  [`VLLM_ATTRIBUTES`];
 - checks at import that the installed TRL is the tested range [`SUPPORTED_TRL`] (a warning otherwise) and that every
   hook exists with those parameters (an `ImportError` naming the supported range otherwise), and, for each trainer,
   that the attributes exist ([`check_trainer_attributes`]);
@@ -40,6 +41,7 @@ from trl.trainer.utils import RepeatSampler
 
 __all__ = [
     "GRPO_ATTRIBUTES",
+    "GRPO_CLASS_ATTRIBUTES",
     "GRPO_HOOKS",
     "SUPPORTED_TRL",
     "TESTED_TRL",
@@ -113,6 +115,9 @@ GRPO_ATTRIBUTES = (
 )
 """Attributes of a constructed `GRPOTrainer` that the core reads or writes."""
 
+GRPO_CLASS_ATTRIBUTES = ("_tag_names", "_name", "_paper")
+"""Class attributes of `GRPOTrainer` that a subclass sets for TRL's model card (tags, method name, citation)."""
+
 VLLM_ATTRIBUTES = ("_llm_weights_sleeping", "mode", "enable_sleep_mode", "llm", "vllm_client")
 """Attributes of TRL's `VLLMGeneration` that `vllm_cpu.CPUVLLMGeneration` reads or writes (the client's private
 `_post` too)."""
@@ -153,8 +158,9 @@ _check_trl()
 
 
 def check_trainer_attributes(trainer: GRPOTrainer) -> None:
-    """Raise a clear error when a constructed trainer lacks an attribute of [`GRPO_ATTRIBUTES`]."""
-    missing = [name for name in GRPO_ATTRIBUTES if not hasattr(trainer, name)]
+    """Raise a clear error when a constructed trainer lacks an attribute of [`GRPO_ATTRIBUTES`] or
+    [`GRPO_CLASS_ATTRIBUTES`]."""
+    missing = [name for name in GRPO_ATTRIBUTES + GRPO_CLASS_ATTRIBUTES if not hasattr(trainer, name)]
     if missing:
         raise RuntimeError(
             f"{type(trainer).__name__} needs the GRPOTrainer attributes {missing}, which this TRL "

@@ -64,3 +64,19 @@ def test_separate_logs_captures_then_restores():
     compat.extend_logs(trainer, compat.plain_logs(captured.logs))
     assert list(own_logs["prompt"]) == ["p", "q"] and list(own_logs["rewards"]["acc"]) == [1.0]
     assert own_metrics == {"kept": [1.0]}
+
+
+def test_every_trl_hook_the_core_overrides_is_named_and_overridden_at_one_level():
+    from codapo_trl import CoDaPOTrainer, DynamicsMixin
+    from codapo_trl.vllm_cpu import CPUVLLMGeneration
+
+    def trl_overrides(cls, parent, methods=True):
+        names = {n for n in vars(cls) if n.startswith("_") and not n.startswith("__") and hasattr(parent, n)}
+        return {n for n in names if callable(getattr(parent, n)) == methods}
+
+    mixin, trainer = trl_overrides(DynamicsMixin, GRPOTrainer), trl_overrides(CoDaPOTrainer, GRPOTrainer)
+    assert trl_overrides(CoDaPOTrainer, GRPOTrainer, methods=False) <= set(compat.GRPO_CLASS_ATTRIBUTES)
+    assert mixin | trainer <= set(compat.GRPO_HOOKS)
+    assert trl_overrides(CPUVLLMGeneration, compat.VLLMGeneration) <= set(compat.VLLM_HOOKS)
+    assert not mixin & trainer, f"hooks overridden by both DynamicsMixin and CoDaPOTrainer: {mixin & trainer}"
+    assert "_generate_and_score_completions" in mixin and trainer == {"_get_train_sampler"}
