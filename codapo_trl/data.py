@@ -44,13 +44,21 @@ from typing import Any
 import datasets
 from datasets import Dataset
 
+from codapo_trl.answers import (
+    ANSWER_PARSERS,
+    ANSWER_TYPES,
+    auto_answer,
+    gsm8k_final_answer,
+    plain_answer,
+)
+from codapo_trl.answers import solution_last_boxed as last_boxed
+
 
 logger = logging.getLogger(__name__)
 
 SYSTEM_PROMPT = "Please reason step by step, and put your final answer within \\boxed{}."
 """The paper's prompt, used as the system message."""
 
-ANSWER_TYPES = ("math", "number", "choice")
 LOCAL_SUFFIXES = {".jsonl": "json", ".json": "json", ".parquet": "parquet"}
 QUESTION_CANDIDATES = ("problem", "question", "prompt")
 LEVEL_CANDIDATES = ("level", "difficulty")
@@ -59,90 +67,8 @@ _HUB_ID_RE = re.compile(r"[\w.-]+/[\w.-]+")
 
 
 # ---------------------------------------------------------------------------------------------------------------------
-# Answer and level parsing
+# Level parsing (gold-answer parsers live in `codapo_trl.answers`)
 # ---------------------------------------------------------------------------------------------------------------------
-
-_BOXED_RE = re.compile(r"\\(?:boxed|fbox)\b")
-
-
-def last_boxed(text: str | None) -> str | None:
-    """Content of the last `\\boxed{...}` (or `\\fbox{...}`) in `text`, with nested braces matched.
-
-    A brace-less `\\boxed 5` gives `"5"`. Returns `None` when there is no complete box.
-
-    Example:
-
-    ```python
-    >>> last_boxed(r"So $x=\\boxed{2}$, hence $\\boxed{\\frac{1}{2}}$.")
-    '\\\\frac{1}{2}'
-    ```
-    """
-    if not text:
-        return None
-    matches = list(_BOXED_RE.finditer(text))
-    for match in reversed(matches):
-        pos = match.end()
-        while pos < len(text) and text[pos] == " ":
-            pos += 1
-        if pos < len(text) and text[pos] == "{":
-            depth = 0
-            for end in range(pos, len(text)):
-                char = text[end]
-                if char == "{" and text[end - 1] != "\\":
-                    depth += 1
-                elif char == "}" and text[end - 1] != "\\":
-                    depth -= 1
-                    if depth == 0:
-                        return text[pos + 1 : end].strip()
-            continue  # unbalanced: try an earlier box
-        if pos > match.end():  # "\boxed 5": the argument runs up to the next space, `$` or end of text
-            token = re.match(r"[^\s$]+", text[pos:])
-            if token:
-                return token.group(0).rstrip(".")
-    return None
-
-
-def gsm8k_final_answer(text: str | None) -> str | None:
-    """The final answer of a GSM8K solution: the text after the last `####`, with thousands separators removed.
-
-    A string without `####` is taken whole, so a column that already holds the bare number parses too.
-
-    Example:
-
-    ```python
-    >>> gsm8k_final_answer("She pays 1,000 + 234 = <<1000+234=1234>>1,234.\\n#### 1,234")
-    '1234'
-    ```
-    """
-    if text is None:
-        return None
-    text = str(text)
-    if "####" in text:
-        text = text.rsplit("####", 1)[1]
-    text = text.strip().replace(",", "")
-    return text.removeprefix("$").rstrip(".").strip() or None
-
-
-def plain_answer(value: Any) -> str | None:
-    """A gold answer given as a value: stripped string; integral floats lose their `.0`; `None` stays `None`."""
-    if value is None:
-        return None
-    if isinstance(value, bool):
-        return str(value)
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    text = str(value).strip()
-    return text or None
-
-
-def auto_answer(value: Any) -> str | None:
-    """Parse an `answer`-like value whose style is unknown: GSM8K `#### n`, a `\\boxed{}` or a plain value."""
-    if isinstance(value, str):
-        if "####" in value:
-            return gsm8k_final_answer(value)
-        if _BOXED_RE.search(value):
-            return last_boxed(value)
-    return plain_answer(value)
 
 
 def parse_level(value: Any) -> int | None:
@@ -155,15 +81,6 @@ def parse_level(value: Any) -> int | None:
         return int(value) if value.is_integer() else None
     match = re.fullmatch(r"\s*(?:level\s*)?(\d+)\s*", str(value), flags=re.IGNORECASE)
     return int(match.group(1)) if match else None
-
-
-ANSWER_PARSERS: dict[str, Callable[[Any], str | None]] = {
-    "auto": auto_answer,
-    "plain": plain_answer,
-    "last_boxed": last_boxed,
-    "gsm8k": gsm8k_final_answer,
-}
-"""Named answer parsers, selectable with `answer_parser=` in [`load_math_dataset`]."""
 
 
 # ---------------------------------------------------------------------------------------------------------------------

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from codapo_trl.answers import ANSWER_TYPES, braced_group, completion_text, contains_box, last_boxed
 from codapo_trl.timeouts import DeadlineProcessPool, TaskOutcome
 
 
@@ -53,8 +54,6 @@ __all__ = [
     "math_accuracy_reward",
     "restates_question",
 ]
-
-ANSWER_TYPES = ("math", "number", "choice")
 
 # Limits of the cheap checks done before anything reaches math-verify.
 _MAX_SCAN_CHARS = 32_768  # only the tail of a completion can hold its final answer
@@ -116,7 +115,6 @@ class GradeResult:
 # Anchored extraction (pure Python, linear in the text: runs in the calling process)
 # ----------------------------------------------------------------------------------------------------------------
 
-_BOXED_RE = re.compile(r"\\(?:boxed|fbox)\s*\{")
 _PHRASE_RE = re.compile(
     r"\banswer\b\s*\**\s*(?::|\bis\b|=)"  # "answer: x", "Answer:** x", "the answer is x", "final answer = x"
     r"|\banswer\s+(?:to|for)\b[^\n.:$]{1,40}?\bis\b"  # "the answer to this question is x"
@@ -127,35 +125,6 @@ _FRAGMENT_END_RE = re.compile(
     r"\n|;|\.(?=\s|$)|,?\s+(?:because|since|so|which|where|therefore|thus|hence|as)\b|\s+I hope\b", re.IGNORECASE
 )
 _MATH_DELIMITERS = (("$$", "$$"), ("\\[", "\\]"), ("\\(", "\\)"), ("$", "$"))
-
-
-def _braced(text: str, open_index: int) -> str | None:
-    """Content of the `{...}` group opening at `open_index`, or `None` if it is not closed. Skips `\\{` and `\\}`."""
-    depth = 0
-    index = open_index
-    length = len(text)
-    while index < length:
-        char = text[index]
-        if char == "\\":
-            index += 2
-            continue
-        if char == "{":
-            depth += 1
-        elif char == "}":
-            depth -= 1
-            if depth == 0:
-                return text[open_index + 1 : index]
-        index += 1
-    return None
-
-
-def _last_boxed(text: str) -> str | None:
-    match = None
-    for match in _BOXED_RE.finditer(text):  # noqa: B007 - we want the last one
-        pass
-    if match is None:
-        return None
-    return _braced(text, match.end() - 1)
 
 
 def _leading_math_span(text: str) -> str | None:
@@ -225,18 +194,16 @@ def extract_final_answer(text: str | None) -> str | None:
     if not text:
         return None
     text = text[-_MAX_SCAN_CHARS:]
-    if _BOXED_RE.search(text):
-        boxed = _last_boxed(text)
-        return (boxed.strip() or None) if boxed is not None else None
+    if contains_box(text):
+        return last_boxed(text)
     return _after_last_phrase(text)
 
 
 def _extract_gold(gold: str) -> str | None:
     """A gold answer: the last box of a full solution, else the part after `####`, else the text itself."""
     gold = gold[-_MAX_SCAN_CHARS:]
-    if _BOXED_RE.search(gold):
-        boxed = _last_boxed(gold)
-        return (boxed.strip() or None) if boxed is not None else None
+    if contains_box(gold):
+        return last_boxed(gold)
     if "####" in gold:
         gold = gold.rsplit("####", 1)[1]
     return _strip_math_delimiters(gold).rstrip(" .") or None
@@ -285,7 +252,7 @@ def _power_tower_height(text: str) -> int:
 def _exponent_operand(text: str, start: int) -> str | None:
     """The exponent starting at `start` (a braced group or a run of digits), including its braces."""
     if text[start : start + 1] == "{":
-        group = _braced(text, start)
+        group = braced_group(text, start)
         return None if group is None else "{" + group + "}"
     match = _INTEGER_RE.match(text, start)
     return match.group() if match else None
@@ -302,7 +269,7 @@ def _int_log10(digits: str) -> float:
 def _literal_log10(text: str) -> float | None:
     """log10 of an integer literal or of a tower of integer literals (`9^{9^9}`); `None` for anything else."""
     text = text.strip()
-    while text.startswith("{") and _braced(text, 0) == text[1:-1]:
+    while text.startswith("{") and braced_group(text, 0) == text[1:-1]:
         text = text[1:-1].strip()
     if _INTEGER_RE.fullmatch(text):
         return _int_log10(text)
@@ -888,30 +855,6 @@ def _precheck_item(
     return _ToMathVerify(predicted)
 
 
-def _completion_text(completion: Any) -> str:
-    """The text of a completion: a string, or the assistant content of a conversational completion."""
-    if completion is None:
-        return ""
-    if isinstance(completion, str):
-        return completion
-    if isinstance(completion, dict):
-        completion = [completion]
-    if isinstance(completion, (list, tuple)):
-        messages = [m for m in completion if isinstance(m, dict)]
-        assistant = [m for m in messages if m.get("role", "assistant") == "assistant"] or messages
-        if not assistant:
-            return ""
-        content = assistant[-1].get("content")
-        if isinstance(content, str):
-            return content
-        if isinstance(content, list):  # content blocks: [{"type": "text", "text": ...}, ...]
-            return "".join(
-                part.get("text") or "" for part in content if isinstance(part, dict) and part.get("type") == "text"
-            )
-        return ""
-    return str(completion)
-
-
 def _question_texts(kwargs: dict[str, Any], n: int) -> list[str | None] | None:
     """The questions of a batch, for the restatement check: the dataset's `question` column if TRL passed it,
     else the text of the prompts' user messages."""
@@ -966,7 +909,7 @@ def math_accuracy_reward(completions: list[Any], answer: list[str | None], **kwa
     """
     if len(answer) != len(completions):
         raise ValueError(f"Got {len(completions)} completions but {len(answer)} gold answers")
-    texts = [_completion_text(completion) for completion in completions]
+    texts = [completion_text(completion) for completion in completions]
     answer_types = kwargs.get("answer_type")
     results = grade_answers(texts, answer, answer_types, _question_texts(kwargs, len(completions)))
 

@@ -39,6 +39,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from codapo_trl.answers import completion_text
 from codapo_trl.sandbox import SCRIPT, ExecutionResult, Harness, Sandbox, SandboxConfig, Status, get_sandbox
 
 
@@ -70,35 +71,14 @@ class InvalidTestsError(ValueError):
 # ------------------------------------------------------------------------------------------------- code blocks
 
 
-def _completion_text(completion: Any) -> str:
-    """The assistant text of a completion: a string, or TRL's conversational `[{"role": ..., "content": ...}]`."""
-    if isinstance(completion, str):
-        return completion
-    if isinstance(completion, dict):
-        return _completion_text(completion.get("content", ""))
-    if isinstance(completion, list):
-        parts = []
-        for message in completion:
-            if isinstance(message, dict):
-                if message.get("role", "assistant") != "assistant":
-                    continue
-                content = message.get("content", "")
-                if isinstance(content, list):  # multimodal content parts
-                    content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
-                parts.append(str(content))
-            else:
-                parts.append(str(message))
-        return "\n".join(parts)
-    return "" if completion is None else str(completion)
-
-
 def extract_code(completion: Any) -> str | None:
-    """The last fenced code block labelled as Python (```` ```python ````, ```` ```py ````) or unlabelled.
+    """The last fenced code block labelled as Python (```` ```python ````, ```` ```py ````) or unlabelled, in the
+    completion's text (`codapo_trl.answers.completion_text`: a string, or the last assistant message).
 
     Blocks in other languages (```` ```text ````, ```` ```cpp ````) are ignored; an unterminated block (a truncated
     completion) does not count. Returns `None` if there is no such block or it is empty.
     """
-    text = _completion_text(completion)
+    text = completion_text(completion)
     code = None
     for match in _FENCE_RE.finditer(text):
         lang = match.group(1).strip().lower().split()[0] if match.group(1).strip() else ""

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from codapo_trl.answers import row_question_id
 from codapo_trl.data import DATASET_REGISTRY, LOCAL_SUFFIXES, SYSTEM_PROMPT, load_math_dataset
 from codapo_trl.data_code import CODE_SYSTEM_PROMPT, HUMANEVAL_HUB_ID, TACO_HUB_ID, build_code_prompt
 
@@ -54,7 +55,6 @@ __all__ = [
 
 KINDS = ("math", "code")
 _HUB_ID_RE = re.compile(r"[\w.-]+/[\w.-]+")
-_ID_COLUMNS = ("task_id", "question_id", "unique_id", "id", "Record ID", "problem_idx", "name")
 
 
 @dataclass(frozen=True)
@@ -340,10 +340,10 @@ def _with_system_prompt(messages: Sequence[Mapping[str, str]], system_prompt: st
 
 
 def _item_id(row: Mapping[str, Any], index: int) -> str:
-    for column in _ID_COLUMNS:
-        if row.get(column) is not None:
-            return str(row[column])
-    return str(index)
+    """The row's id column (`codapo_trl.answers.QUESTION_ID_COLUMNS`, the order training and analysis use), else
+    its index."""
+    question_id = row_question_id(row)
+    return str(index) if question_id is None else question_id
 
 
 def _check_local_file(path: Path) -> None:
