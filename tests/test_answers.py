@@ -131,3 +131,20 @@ def test_question_id_order(row, expected):
 def test_question_id_columns_start_with_the_training_logs_order():
     """`codapo_question_log` files on disk name questions by this order; it must not change under them."""
     assert QUESTION_ID_COLUMNS[:6] == ("id", "qid", "unique_id", "question_id", "problem_id", "task_id")
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# The version report (`codapo_trl.versions`, the other piece of shared vocabulary written into result files)
+
+
+def test_version_report_names_the_grader_and_trl():
+    """Evaluation's old report left out `trl`, analysis's left out `math-verify`; both decide a result."""
+    import importlib.metadata
+
+    from codapo_trl import versions
+
+    assert doctest.testmod(versions).failed == 0
+    report = versions.package_versions()
+    for package in ("trl", "math-verify", "torch"):
+        assert report[package] == importlib.metadata.version(package)
+    assert "no-such-package" not in report
