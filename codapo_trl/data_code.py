@@ -5,7 +5,7 @@ Every loader returns a `datasets.Dataset` with:
 - `prompt`: a conversational prompt (`[{"role": "system", ...}, {"role": "user", ...}]`) asking for a Python program
   in a single ```` ```python ```` block;
 - `tests`: the problem's test cases as a JSON string in the normalised format read by
-  [`codapo_trl.rewards_code.code_execution_reward`] (see [`codapo_trl.rewards_code.parse_tests`]);
+  [`codapo_trl.rewards.code.code_execution_reward`] (see [`codapo_trl.rewards.code.parse_tests`]);
 - `question`: the problem statement;
 - `difficulty`: TACO's difficulty label (`EASY`, `MEDIUM`, `MEDIUM_HARD`, `HARD`, `VERY_HARD`,
   `UNKNOWN_DIFFICULTY`), `None` where the source has none;
@@ -20,7 +20,7 @@ import os
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from codapo_trl.rewards_code import InvalidTestsError, ProblemTests, parse_tests
+from codapo_trl.rewards.code import InvalidTestsError, ProblemTests, parse_tests
 
 
 logger = logging.getLogger(__name__)

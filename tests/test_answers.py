@@ -18,7 +18,7 @@ from codapo_trl.answers import (
 )
 from codapo_trl.evaluation.benchmarks import _item_id
 from codapo_trl.rewards import extract_final_answer, grade_answers
-from codapo_trl.rewards_code import extract_code
+from codapo_trl.rewards.code import extract_code
 
 
 def test_doctests():

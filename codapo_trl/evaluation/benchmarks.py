@@ -6,7 +6,7 @@ Each [`BenchmarkSpec`] names where a benchmark lives and how it is graded:
   [`codapo_trl.data`] (hub id, configuration, split, question and answer fields, answer normaliser, answer type:
   `"choice"` letters for MMLU and GPQA) and are graded by [`codapo_trl.rewards.grade_answers`];
 - code benchmarks (`kind="code"`) have a loader that produces normalised test cases (see
-  [`codapo_trl.rewards_code.parse_tests`]) and are graded by running the completion's code in
+  [`codapo_trl.rewards.code.parse_tests`]) and are graded by running the completion's code in
   [`codapo_trl.sandbox`].
 
 A benchmark argument is one of:
@@ -394,7 +394,7 @@ def _normalised_code_loader(path: str | None = None, limit: int | None = None, *
     `starter_code` and an id column."""
     import datasets
 
-    from codapo_trl.rewards_code import parse_tests
+    from codapo_trl.rewards.code import parse_tests
 
     raw = datasets.load_dataset(LOCAL_SUFFIXES[Path(path).suffix.lower()], data_files=str(path), split="train")
     if limit is not None:

@@ -10,7 +10,7 @@ of that keep the reward honest and training alive:
 2. **Typed questions.** An optional `answer_type` column per row: `"math"` (default, math-verify equivalence),
    `"number"` (the answer must be a numeric literal such as `7`, `-3`, `2.5` or `1,000`, so `\\boxed{5+2}` earns 0
    even though it equals 7) or `"choice"` (a letter A-J, compared case-insensitively with the gold letter).
-3. **Bounded time, no crash.** math-verify runs in worker processes (`codapo_trl.timeouts`) with its own
+3. **Bounded time, no crash.** math-verify runs in worker processes (`codapo_trl.rewards.deadline_pool`) with its own
    signal-based timeouts disabled; each answer gets about 2 s, after which the worker is killed and replaced and
    the answer scores 0. Cheap checks in the calling process reject absurd answers (huge power towers, deep nesting,
    very long answers) before they reach SymPy. A gold answer that cannot be parsed gives `None` (TRL ignores it),
@@ -38,7 +38,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from codapo_trl.answers import ANSWER_TYPES, braced_group, completion_text, contains_box, last_boxed
-from codapo_trl.timeouts import DeadlineProcessPool, TaskOutcome
+from codapo_trl.rewards.deadline_pool import DeadlineProcessPool, TaskOutcome
 
 
 logger = logging.getLogger(__name__)
@@ -934,8 +934,8 @@ def math_accuracy_reward(completions: list[Any], answer: list[str | None], **kwa
 
 def code_execution_reward(completions, tests, **kwargs) -> list[float | None]:
     """Pass rate of the completion's last Python code block on the problem's tests, run in the sandbox (see
-    `codapo_trl.rewards_code`); imported on first use so that maths training never loads the sandbox."""
-    from .rewards_code import code_execution_reward as reward
+    `codapo_trl.rewards.code`); imported on first use so that maths training never loads the sandbox."""
+    from codapo_trl.rewards.code import code_execution_reward as reward
 
     return reward(completions, tests, **kwargs)
 
