@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from codapo_trl.data_code import CODE_SYSTEM_PROMPT, load_code_jsonl, load_humaneval, load_taco
+from codapo_trl.data.code import CODE_SYSTEM_PROMPT, load_code_jsonl, load_humaneval, load_taco
 from codapo_trl.rewards.code import (
     InvalidTestsError,
     code_execution_reward,

@@ -34,7 +34,7 @@ from typing import Any
 
 from codapo_trl.answers import row_question_id
 from codapo_trl.data import DATASET_REGISTRY, LOCAL_SUFFIXES, SYSTEM_PROMPT, load_math_dataset
-from codapo_trl.data_code import CODE_SYSTEM_PROMPT, HUMANEVAL_HUB_ID, TACO_HUB_ID, build_code_prompt
+from codapo_trl.data.code import CODE_SYSTEM_PROMPT, HUMANEVAL_HUB_ID, TACO_HUB_ID, build_code_prompt
 
 
 logger = logging.getLogger(__name__)
@@ -246,13 +246,13 @@ def describe_benchmarks() -> list[dict[str, str]]:
 
 
 def _humaneval_loader(path: str | None = None, limit: int | None = None, **kwargs: Any):
-    from codapo_trl.data_code import load_humaneval
+    from codapo_trl.data.code import load_humaneval
 
     return load_humaneval(path=path, limit=limit, **kwargs)
 
 
 def _taco_loader(path: str | None = None, limit: int | None = None, **kwargs: Any):
-    from codapo_trl.data_code import load_taco
+    from codapo_trl.data.code import load_taco
 
     return load_taco(split="test", path=path, limit=limit, **kwargs)
 

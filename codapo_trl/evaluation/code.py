@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from codapo_trl.data_code import build_code_prompt
+from codapo_trl.data.code import build_code_prompt
 from codapo_trl.rewards.code import InvalidTestsError, ProblemTests, extract_code
 
 

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from codapo_trl.data import SYSTEM_PROMPT
-from codapo_trl.data_code import CODE_SYSTEM_PROMPT
+from codapo_trl.data.code import CODE_SYSTEM_PROMPT
 from codapo_trl.evaluation.benchmarks import Benchmark, load_benchmark
 from codapo_trl.evaluation.code import CodeGradingConfig, grade_code
 from codapo_trl.evaluation.generation import (
