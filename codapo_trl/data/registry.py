@@ -16,7 +16,17 @@ import datasets
 from datasets import Dataset
 
 from codapo_trl.answers import ANSWER_TYPES, gsm8k_final_answer, plain_answer, solution_last_boxed
-from codapo_trl.data import arithmetic, hub
+from codapo_trl.data.arithmetic import registry_builder as arithmetic_builder
+from codapo_trl.data.hub import (
+    gpqa_answer,
+    gpqa_question,
+    minerva_answer,
+    minerva_question,
+    mmlu_answer,
+    mmlu_question,
+    olympiad_answer,
+    olympiad_question,
+)
 
 
 __all__ = ["DATASET_REGISTRY", "DatasetSpec", "get_spec", "list_datasets", "register_dataset"]
@@ -197,8 +207,8 @@ register_dataset(
         hub_id="cais/mmlu",
         config="all",
         splits={"test": "test", "validation": "validation", "dev": "dev"},
-        question_builder=hub.mmlu_question,
-        answer_builder=hub.mmlu_answer,
+        question_builder=mmlu_question,
+        answer_builder=mmlu_answer,
         answer_type="choice",
         description="MMLU, 57 subjects, four lettered choices appended to the question",
     )
@@ -220,9 +230,9 @@ register_dataset(
         config="OE_TO_maths_en_COMP",
         splits={"test": "train"},
         question_field="question",
-        question_builder=hub.olympiad_question,
+        question_builder=olympiad_question,
         answer_field="final_answer",
-        answer_parser=hub.olympiad_answer,
+        answer_parser=olympiad_answer,
         description="OlympiadBench, open-ended text-only English maths competition subset (674 problems)",
     )
 )
@@ -231,8 +241,8 @@ register_dataset(
         name="minerva",
         hub_id="math-ai/minervamath",
         splits={"test": "test"},
-        question_builder=hub.minerva_question,
-        answer_builder=hub.minerva_answer,
+        question_builder=minerva_question,
+        answer_builder=minerva_answer,
         description="Minerva Math (272 undergraduate STEM problems)",
     )
 )
@@ -242,8 +252,8 @@ register_dataset(
         hub_id="Idavidrein/gpqa",
         config="gpqa_diamond",
         splits={"test": "train"},
-        question_builder=hub.gpqa_question,
-        answer_builder=hub.gpqa_answer,
+        question_builder=gpqa_question,
+        answer_builder=gpqa_answer,
         answer_type="choice",
         description="GPQA Diamond (198 questions; gated on the hub), options A-D in a fixed per-question order",
     )
@@ -257,7 +267,7 @@ register_dataset(
         answer_field="answer",
         level_field="level",
         answer_type="number",
-        builder=arithmetic.registry_builder,
+        builder=arithmetic_builder,
         description="synthetic 'What is a + b?' in five levels; offline; the embedded default's dataset",
     )
 )
