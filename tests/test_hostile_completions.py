@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import pytest
 
-from codapo_trl import rewards
 from codapo_trl.evaluation.benchmarks import Benchmark, BenchmarkItem
 from codapo_trl.evaluation.evaluate import _grade_math
 from codapo_trl.evaluation.generation import Completion
@@ -20,7 +19,8 @@ from codapo_trl.rewards import (
     math_accuracy_reward,
     restates_question,
 )
-from codapo_trl.timeouts import TaskOutcome
+from codapo_trl.rewards import grading as rewards
+from codapo_trl.rewards.deadline_pool import TaskOutcome
 
 
 # (question, completion, gold): each completion restates the question instead of answering it.
@@ -182,7 +182,7 @@ def test_missing_reward_column_fails_before_generation():
     from datasets import Dataset
 
     from codapo_trl.rewards import check_reward_columns, code_execution_reward
-    from codapo_trl.rewards_code import make_code_execution_reward
+    from codapo_trl.rewards.code import make_code_execution_reward
 
     math_data = Dataset.from_dict({"prompt": ["What is 1 + 1?"], "solution": ["2"]})
     with pytest.raises(ValueError, match=r"'math_accuracy_reward' reads the dataset column\(s\) \['answer'\]"):

@@ -1,4 +1,4 @@
-"""Tests for `codapo_trl.rewards` (the answer grader and TRL reward) and its worker pool `codapo_trl.timeouts`."""
+"""Tests for `codapo_trl.rewards` (the answer grader and TRL reward) and its worker pool `codapo_trl.rewards.deadline_pool`."""
 
 import os
 import signal
@@ -8,7 +8,6 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from codapo_trl import rewards
 from codapo_trl.rewards import (
     REWARD_FUNCS,
     GradeResult,
@@ -18,7 +17,8 @@ from codapo_trl.rewards import (
     grade_answers,
     math_accuracy_reward,
 )
-from codapo_trl.timeouts import DeadlineProcessPool
+from codapo_trl.rewards import grading as rewards
+from codapo_trl.rewards.deadline_pool import DeadlineProcessPool
 
 
 # Generous wall-clock bound for a batch of pathological inputs: a behaviour guarantee, not a performance target.

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from codapo_trl.data_code import CODE_SYSTEM_PROMPT, load_code_jsonl, load_humaneval, load_taco
-from codapo_trl.rewards_code import (
+from codapo_trl.data.code import CODE_SYSTEM_PROMPT, load_code_jsonl, load_humaneval, load_taco
+from codapo_trl.rewards.code import (
     InvalidTestsError,
     code_execution_reward,
     evaluate_code,
@@ -179,7 +179,7 @@ def test_humaneval_check_format(reward):
 
 
 def test_no_code_block_and_malformed_tests(reward, caplog):
-    with caplog.at_level(logging.DEBUG, logger="codapo_trl.rewards_code"):
+    with caplog.at_level(logging.DEBUG, logger="codapo_trl.rewards.code"):
         rewards, metrics, reasons = run_reward(
             reward, ["I think the answer is 42.", block("print(3)")], [ADD_TESTS, "{broken json"]
         )
@@ -268,7 +268,7 @@ def test_hostile_programs_get_zero_with_a_reason(reward, monkeypatch, caplog, tm
             for name in programs
         ]
         start = time.monotonic()
-        with caplog.at_level(logging.DEBUG, logger="codapo_trl.rewards_code"):
+        with caplog.at_level(logging.DEBUG, logger="codapo_trl.rewards.code"):
             rewards, metrics, reasons = run_reward(reward, [block(src) for src in programs.values()], tests)
         elapsed = time.monotonic() - start
         with pytest.raises(socket.timeout):

@@ -6,7 +6,7 @@ Each [`BenchmarkSpec`] names where a benchmark lives and how it is graded:
   [`codapo_trl.data`] (hub id, configuration, split, question and answer fields, answer normaliser, answer type:
   `"choice"` letters for MMLU and GPQA) and are graded by [`codapo_trl.rewards.grade_answers`];
 - code benchmarks (`kind="code"`) have a loader that produces normalised test cases (see
-  [`codapo_trl.rewards_code.parse_tests`]) and are graded by running the completion's code in
+  [`codapo_trl.rewards.code.parse_tests`]) and are graded by running the completion's code in
   [`codapo_trl.sandbox`].
 
 A benchmark argument is one of:
@@ -32,8 +32,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from codapo_trl.answers import row_question_id
 from codapo_trl.data import DATASET_REGISTRY, LOCAL_SUFFIXES, SYSTEM_PROMPT, load_math_dataset
-from codapo_trl.data_code import CODE_SYSTEM_PROMPT, HUMANEVAL_HUB_ID, TACO_HUB_ID, build_code_prompt
+from codapo_trl.data.code import CODE_SYSTEM_PROMPT, HUMANEVAL_HUB_ID, TACO_HUB_ID, build_code_prompt
 
 
 logger = logging.getLogger(__name__)
@@ -54,7 +55,6 @@ __all__ = [
 
 KINDS = ("math", "code")
 _HUB_ID_RE = re.compile(r"[\w.-]+/[\w.-]+")
-_ID_COLUMNS = ("task_id", "question_id", "unique_id", "id", "Record ID", "problem_idx", "name")
 
 
 @dataclass(frozen=True)
@@ -246,13 +246,13 @@ def describe_benchmarks() -> list[dict[str, str]]:
 
 
 def _humaneval_loader(path: str | None = None, limit: int | None = None, **kwargs: Any):
-    from codapo_trl.data_code import load_humaneval
+    from codapo_trl.data.code import load_humaneval
 
     return load_humaneval(path=path, limit=limit, **kwargs)
 
 
 def _taco_loader(path: str | None = None, limit: int | None = None, **kwargs: Any):
-    from codapo_trl.data_code import load_taco
+    from codapo_trl.data.code import load_taco
 
     return load_taco(split="test", path=path, limit=limit, **kwargs)
 
@@ -340,10 +340,10 @@ def _with_system_prompt(messages: Sequence[Mapping[str, str]], system_prompt: st
 
 
 def _item_id(row: Mapping[str, Any], index: int) -> str:
-    for column in _ID_COLUMNS:
-        if row.get(column) is not None:
-            return str(row[column])
-    return str(index)
+    """The row's id column (`codapo_trl.answers.QUESTION_ID_COLUMNS`, the order training and analysis use), else
+    its index."""
+    question_id = row_question_id(row)
+    return str(index) if question_id is None else question_id
 
 
 def _check_local_file(path: Path) -> None:
@@ -394,7 +394,7 @@ def _normalised_code_loader(path: str | None = None, limit: int | None = None, *
     `starter_code` and an id column."""
     import datasets
 
-    from codapo_trl.rewards_code import parse_tests
+    from codapo_trl.rewards.code import parse_tests
 
     raw = datasets.load_dataset(LOCAL_SUFFIXES[Path(path).suffix.lower()], data_files=str(path), split="train")
     if limit is not None:

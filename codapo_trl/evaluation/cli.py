@@ -16,7 +16,7 @@ from pathlib import Path
 
 from codapo_trl.command_line import timestamped_output_dir, usage_error
 from codapo_trl.data import SYSTEM_PROMPT
-from codapo_trl.data_code import CODE_SYSTEM_PROMPT
+from codapo_trl.data.code import CODE_SYSTEM_PROMPT
 from codapo_trl.evaluation.benchmarks import (
     BENCHMARK_GROUPS,
     describe_benchmarks,

@@ -1,7 +1,7 @@
 """Code benchmarks: the LiveCodeBench loader and grading of code completions in the sandbox.
 
 Model-written code never runs in this process: every program goes through [`codapo_trl.sandbox.Sandbox`] (separate
-processes, namespaces, seccomp, resource limits), via the code reward of [`codapo_trl.rewards_code`]. A sample is
+processes, namespaces, seccomp, resource limits), via the code reward of [`codapo_trl.rewards.code`]. A sample is
 correct when its last Python code block passes every test case of the problem (the pass rate is kept as `score`).
 
 LiveCodeBench (`livecodebench/code_generation_lite`) is published as cumulative jsonl files (`test.jsonl`,
@@ -23,8 +23,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from codapo_trl.data_code import build_code_prompt
-from codapo_trl.rewards_code import InvalidTestsError, ProblemTests, extract_code
+from codapo_trl.data.code import build_code_prompt
+from codapo_trl.rewards.code import InvalidTestsError, ProblemTests, extract_code
 
 
 logger = logging.getLogger(__name__)
@@ -277,7 +277,7 @@ def grade_code(
     Returns:
         `list[CodeVerdict]`: one verdict per completion, in order.
     """
-    from codapo_trl.rewards_code import evaluate_code, make_code_execution_reward
+    from codapo_trl.rewards.code import evaluate_code, make_code_execution_reward
 
     if len(completions) != len(tests):
         raise ValueError(f"{len(completions)} completions but {len(tests)} tests")

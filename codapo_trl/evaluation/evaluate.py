@@ -18,7 +18,6 @@ import json
 import logging
 import math
 import os
-import platform
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -26,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from codapo_trl.data import SYSTEM_PROMPT
-from codapo_trl.data_code import CODE_SYSTEM_PROMPT
+from codapo_trl.data.code import CODE_SYSTEM_PROMPT
 from codapo_trl.evaluation.benchmarks import Benchmark, load_benchmark
 from codapo_trl.evaluation.code import CodeGradingConfig, grade_code
 from codapo_trl.evaluation.generation import (
@@ -48,6 +47,7 @@ from codapo_trl.evaluation.metrics import (
     level_sort_key,
     summarise_outcomes,
 )
+from codapo_trl.versions import package_versions
 
 
 logger = logging.getLogger(__name__)
@@ -222,7 +222,7 @@ class EvaluationResult:
             "benchmarks": {name: bench.to_summary() for name, bench in self.benchmarks.items()},
             "average": self.average,
             "timing": self.timing,
-            "versions": _versions(),
+            "versions": package_versions(),
             "created": self.created,
         }
 
@@ -274,18 +274,6 @@ class EvaluationResult:
         paths["table"].write_text(self.to_markdown(), encoding="utf-8")
         logger.info("Wrote %s", ", ".join(str(p) for p in paths.values()))
         return paths
-
-
-def _versions() -> dict[str, str]:
-    import importlib.metadata
-
-    versions = {"python": platform.python_version()}
-    for package in ("codapo-trl", "torch", "transformers", "vllm", "math-verify"):
-        try:
-            versions[package] = importlib.metadata.version(package)
-        except importlib.metadata.PackageNotFoundError:
-            continue
-    return versions
 
 
 # ---------------------------------------------------------------------------------------------------------------------

@@ -1,4 +1,8 @@
-"""Run a function over many small inputs in worker processes, with a hard time limit per input.
+"""Run a function over many small inputs in worker processes, with a hard time limit per input (the maths grader's
+pool; see `codapo_trl.rewards.grading`).
+
+Length: about 630 lines, one class and its worker loop; the parent and worker sides share the frame protocol and are
+kept together so that the protocol is read in one place.
 
 Grading model outputs means handing untrusted text to parsers that can hang (SymPy happily starts computing
 `9^{9^{9^9}}`) or blow up memory. Signal-based timeouts, as used inside math-verify, only work on the main thread
@@ -85,7 +89,7 @@ class WorkerStartupError(RuntimeError):
 # --------------------------------------------------------------------------------------------------------------
 
 # Started as `python -c _BOOTSTRAP <json config>`. It puts the parent's import path in place and registers the
-# handler's parent packages as bare namespace modules, so that importing e.g. `codapo_trl.rewards` in a worker does
+# handler's top-level package as a bare namespace module, so that importing e.g. `codapo_trl.rewards` in a worker does
 # not execute `codapo_trl/__init__.py` (which may one day import torch and TRL, seconds and hundreds of MB per worker).
 _BOOTSTRAP = """
 import importlib, json, sys, types
@@ -461,11 +465,12 @@ class DeadlineProcessPool:
         modules = [handler_module] + ([self.initializer.partition(":")[0]] if self.initializer else [])
         stub_packages: dict[str, list[str]] = {}
         for module in [*modules, __name__]:
-            parts = module.split(".")
-            for depth in range(1, len(parts)):
-                package = sys.modules.get(".".join(parts[:depth]))
-                if package is not None and getattr(package, "__path__", None) is not None:
-                    stub_packages[".".join(parts[:depth])] = [str(p) for p in package.__path__]
+            top, dot, _ = module.partition(".")
+            # Only the top-level package is stubbed: its `__init__` is the heavy one. Subpackages (`codapo_trl.rewards`)
+            # import normally, so that a handler module can use their re-exports.
+            package = sys.modules.get(top) if dot else None
+            if package is not None and getattr(package, "__path__", None) is not None:
+                stub_packages[top] = [str(p) for p in package.__path__]
         config = {
             "sys_path": [os.path.abspath(p) if p else os.getcwd() for p in sys.path],
             "stub_packages": stub_packages,

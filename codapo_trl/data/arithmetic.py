@@ -1,0 +1,223 @@
+"""The synthetic leveled arithmetic task ("What is 23 + 45?"): five frozen levels, seeded, with disjoint train and
+test questions; offline, the dataset of the embedded SmolLM2-135M default (registry name `arithmetic`)."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import math
+import random
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import datasets
+from datasets import Dataset
+
+
+__all__ = [
+    "ARITHMETIC_LEVELS",
+    "ARITHMETIC_TEMPLATE",
+    "ARITHMETIC_TEST_FRACTION",
+    "ArithmeticLevel",
+    "arithmetic_pool_sizes",
+    "arithmetic_question",
+    "make_arithmetic_dataset",
+    "question_hash",
+]
+
+
+@dataclass(frozen=True)
+class ArithmeticLevel:
+    """One difficulty level of the synthetic arithmetic task: `a + b` with operands drawn from two ranges.
+
+    Args:
+        level (`int`):
+            The level number (1 = easiest).
+        a_range (`tuple[int, int]`):
+            Inclusive range of the first operand.
+        b_range (`tuple[int, int]`):
+            Inclusive range of the second operand.
+        carry (`bool` or `None`, *optional*):
+            `False`: no column may carry; `True`: at least one column carries; `None`: either.
+        description (`str`, *optional*):
+            Human-readable summary.
+    """
+
+    level: int
+    a_range: tuple[int, int]
+    b_range: tuple[int, int]
+    carry: bool | None = None
+    description: str = ""
+
+    def accepts(self, a: int, b: int) -> bool:
+        """Whether the pair `(a, b)` belongs to this level."""
+        if not (self.a_range[0] <= a <= self.a_range[1] and self.b_range[0] <= b <= self.b_range[1]):
+            return False
+        return self.carry is None or _has_carry(a, b) == self.carry
+
+    def pool_size(self) -> int:
+        """Number of distinct `(a, b)` pairs in this level (all splits together)."""
+        return sum(
+            self.accepts(a, b)
+            for a in range(self.a_range[0], self.a_range[1] + 1)
+            for b in range(self.b_range[0], self.b_range[1] + 1)
+        )
+
+
+def _has_carry(a: int, b: int) -> bool:
+    while a or b:
+        if a % 10 + b % 10 >= 10:
+            return True
+        a, b = a // 10, b // 10
+    return False
+
+
+ARITHMETIC_LEVELS: dict[int, ArithmeticLevel] = {
+    1: ArithmeticLevel(1, (0, 9), (0, 9), carry=False, description="one-digit + one-digit, no carry (sum <= 9)"),
+    2: ArithmeticLevel(2, (1, 9), (1, 9), carry=True, description="one-digit + one-digit with a carry (sum >= 10)"),
+    3: ArithmeticLevel(3, (10, 19), (1, 9), description="10-19 + one-digit"),
+    4: ArithmeticLevel(4, (20, 99), (1, 9), description="20-99 + one-digit"),
+    5: ArithmeticLevel(5, (100, 999), (10, 99), description="three-digit + two-digit"),
+}
+"""The frozen level definitions, calibrated on the embedded SmolLM2-135M-Instruct with
+`benchmarks/calibrate_arithmetic.py` (32 questions x 4 samples per level, 64 new tokens, the paper's system prompt,
+answer = boxed number, else the last integer of the completion). Base accuracy per level 1-5 was
+0.38 / 0.33 / 0.22 / 0.04 / 0.00 at temperature 0.6 and 0.17 / 0.11 / 0.09 / 0.02 / 0.00 at temperature 1.0. The
+base model almost never writes `\\boxed{}` (at most 2% of completions), so a boxed-only reward scores 0 everywhere."""
+
+ARITHMETIC_TEST_FRACTION = 0.25
+"""Share of each level's questions reserved for the held-out `test` split (chosen by a hash of the question)."""
+
+ARITHMETIC_TEMPLATE = "What is {a} + {b}?"
+
+
+def arithmetic_question(a: int, b: int) -> str:
+    """The question text for `a + b`."""
+    return ARITHMETIC_TEMPLATE.format(a=a, b=b)
+
+
+def question_hash(question: str) -> int:
+    """A stable 64-bit hash of a question's text (SHA-256), the same on every run and machine."""
+    return int.from_bytes(hashlib.sha256(question.encode("utf-8")).digest()[:8], "big")
+
+
+@functools.cache
+def _arithmetic_pools(level: int) -> dict[str, tuple[tuple[int, int], ...]]:
+    """The `train` and `test` question pools of a level.
+
+    The `ceil(ARITHMETIC_TEST_FRACTION * pool size)` questions with the smallest SHA-256 of their text form the test
+    pool: a fixed function of the level definition, independent of seed and sizes, and never empty.
+    """
+    spec = ARITHMETIC_LEVELS[level]
+    pairs = [
+        (a, b)
+        for a in range(spec.a_range[0], spec.a_range[1] + 1)
+        for b in range(spec.b_range[0], spec.b_range[1] + 1)
+        if spec.accepts(a, b)
+    ]
+    pairs.sort(key=lambda pair: question_hash(arithmetic_question(*pair)))
+    num_test = math.ceil(ARITHMETIC_TEST_FRACTION * len(pairs))
+    return {"test": tuple(sorted(pairs[:num_test])), "train": tuple(sorted(pairs[num_test:]))}
+
+
+def arithmetic_pool_sizes(split: str = "train") -> dict[int, int]:
+    """Number of distinct questions per level in `split` (`"train"` or `"test"`)."""
+    return {level: len(_arithmetic_pools(level)[split]) for level in ARITHMETIC_LEVELS}
+
+
+def make_arithmetic_dataset(
+    num_per_level: int | Mapping[int, int],
+    *,
+    levels: Iterable[int] = (1, 2, 3, 4, 5),
+    seed: int = 0,
+    split: str = "train",
+    allow_repeats: bool = False,
+) -> Dataset:
+    """Generate the synthetic leveled addition task ("What is 23 + 45?"), deterministic for a given seed.
+
+    Each level draws distinct questions from its own pool (see [`ARITHMETIC_LEVELS`]); every question belongs to
+    exactly one split, fixed by a hash of its text, so `train` and `test` never share a question whatever the seed
+    or sizes. Rows come out shuffled (seeded), levels interleaved.
+
+    The easy levels are small (55, 45 and 90 questions in all, see [`arithmetic_pool_sizes`]): asking for more
+    questions than a pool holds is an error unless `allow_repeats=True`.
+
+    Args:
+        num_per_level (`int` or `Mapping[int, int]`):
+            Questions per level, or a count for each level (`{1: 14, 5: 40}`; `levels` is then ignored).
+        levels (`Iterable[int]`, *optional*, defaults to `(1, 2, 3, 4, 5)`):
+            Which levels to include.
+        seed (`int`, *optional*, defaults to `0`):
+            Seed of the sampling and shuffling.
+        split (`str`, *optional*, defaults to `"train"`):
+            `"train"`, or `"test"` (`"validation"` is an alias of `"test"`).
+        allow_repeats (`bool`, *optional*, defaults to `False`):
+            When a level's pool is smaller than `num_per_level`, use the whole pool as many times as needed (each
+            pass in a new seeded order) instead of raising.
+
+    Returns:
+        `Dataset`: raw rows with columns `question`, `answer` (the sum as a string), `level`, `a`, `b`, `answer_type`
+        (`"number"`). [`load_math_dataset`] adds the conversational `prompt`.
+    """
+    split = {"validation": "test", "eval": "test"}.get(split, split)
+    if split not in ("train", "test"):
+        raise ValueError(f"The arithmetic dataset has splits 'train' and 'test' (alias 'validation'), got {split!r}.")
+    counts = dict(num_per_level) if isinstance(num_per_level, Mapping) else dict.fromkeys(levels, num_per_level)
+    unknown = [lvl for lvl in counts if lvl not in ARITHMETIC_LEVELS]
+    if unknown:
+        raise ValueError(f"Unknown arithmetic level(s) {unknown}; valid levels: {sorted(ARITHMETIC_LEVELS)}.")
+    rows: list[dict[str, Any]] = []
+    for lvl, count in counts.items():
+        if count < 0:
+            raise ValueError(f"num_per_level must be >= 0, got {count} for level {lvl}.")
+        pool = list(_arithmetic_pools(lvl)[split])
+        if count > len(pool) and not allow_repeats:
+            raise ValueError(
+                f"Arithmetic level {lvl} ({ARITHMETIC_LEVELS[lvl].description}) has only {len(pool)} distinct "
+                f"{split} questions; asked for {count}. Ask for fewer or pass allow_repeats=True."
+            )
+        # One independent stream per (seed, split, level): asking for more levels does not change the others.
+        rng = random.Random(f"arithmetic-{seed}-{split}-{lvl}")
+        picked: list[tuple[int, int]] = []
+        while len(picked) < count:
+            picked.extend(rng.sample(pool, min(len(pool), count - len(picked))))
+        rows.extend(
+            {"question": arithmetic_question(a, b), "answer": str(a + b), "level": lvl, "a": a, "b": b}
+            for a, b in picked
+        )
+    random.Random(f"arithmetic-{seed}-{split}-order").shuffle(rows)
+    features = datasets.Features(
+        {
+            "question": datasets.Value("string"),
+            "answer": datasets.Value("string"),
+            "level": datasets.Value("int64"),
+            "a": datasets.Value("int64"),
+            "b": datasets.Value("int64"),
+            "answer_type": datasets.Value("string"),
+        }
+    )
+    columns = {name: [row[name] for row in rows] for name in ("question", "answer", "level", "a", "b")}
+    columns["answer_type"] = ["number"] * len(rows)
+    return Dataset.from_dict(columns, features=features)
+
+
+def registry_builder(
+    split: str,
+    num_per_level: int | None = None,
+    levels: Iterable[int] = (1, 2, 3, 4, 5),
+    seed: int = 0,
+    allow_repeats: bool | None = None,
+) -> Dataset:
+    """Registry builder. Defaults: `train` has 200 questions per level (the small one-digit pools repeated); `test`
+    has 40 distinct questions per level, or the whole pool where it is smaller (14, 12 and 23 for levels 1-3)."""
+    if num_per_level is None:
+        if split == "train":
+            num_per_level = 200
+            allow_repeats = True if allow_repeats is None else allow_repeats
+        else:
+            sizes = arithmetic_pool_sizes(split)
+            num_per_level = {lvl: min(40, sizes[lvl]) for lvl in levels}
+    return make_arithmetic_dataset(
+        num_per_level, levels=levels, seed=seed, split=split, allow_repeats=bool(allow_repeats)
+    )

@@ -1,0 +1,65 @@
+"""Rewards for CoDaPO training, and the answer grader shared with evaluation and analysis.
+
+- `math` -- the maths reward for TRL (`math_accuracy_reward`, binary accuracy, the paper's reward);
+- `grading` -- the grader behind it and `codapo-eval` (`grade_answers`, `configure_grader`, the verdict reasons),
+  with `extraction` (which part of an output is its final answer) and `checks` (answer types, absurd answers,
+  restatements of the question);
+- `code` -- the code-execution reward (pass rate of the completion's code on the problem's tests, in the sandbox);
+  imported on first use, so maths training never loads the sandbox;
+- `deadline_pool` -- worker processes with a hard time limit per input (math-verify runs there);
+- `registry` -- rewards by name (`REWARD_FUNCS`, `get_reward_funcs`) and `check_reward_columns`.
+
+The answer vocabulary itself (boxed answers, completion text, answer types) lives in `codapo_trl.answers`.
+"""
+
+from codapo_trl.answers import ANSWER_TYPES
+from codapo_trl.rewards.checks import restates_question
+from codapo_trl.rewards.extraction import extract_final_answer
+from codapo_trl.rewards.grading import (
+    CRASHED,
+    GOLD_MISSING,
+    GOLD_NOT_A_CHOICE,
+    GOLD_NOT_MATH,
+    GOLD_TIMED_OUT,
+    GOLD_UNPARSEABLE,
+    NO_ANSWER,
+    NOT_A_CHOICE,
+    NOT_A_NUMBER,
+    RESTATES_QUESTION,
+    TIMED_OUT,
+    UNAVAILABLE,
+    UNPARSEABLE_ANSWER,
+    GradeResult,
+    configure_grader,
+    grade_answers,
+)
+from codapo_trl.rewards.math import math_accuracy_reward
+from codapo_trl.rewards.registry import REWARD_FUNCS, check_reward_columns, code_execution_reward, get_reward_funcs
+
+
+__all__ = [
+    "ANSWER_TYPES",
+    "CRASHED",
+    "GOLD_MISSING",
+    "GOLD_NOT_A_CHOICE",
+    "GOLD_NOT_MATH",
+    "GOLD_TIMED_OUT",
+    "GOLD_UNPARSEABLE",
+    "NOT_A_CHOICE",
+    "NOT_A_NUMBER",
+    "NO_ANSWER",
+    "RESTATES_QUESTION",
+    "REWARD_FUNCS",
+    "TIMED_OUT",
+    "UNAVAILABLE",
+    "UNPARSEABLE_ANSWER",
+    "GradeResult",
+    "check_reward_columns",
+    "code_execution_reward",
+    "configure_grader",
+    "extract_final_answer",
+    "get_reward_funcs",
+    "grade_answers",
+    "math_accuracy_reward",
+    "restates_question",
+]

@@ -1,0 +1,295 @@
+"""Checks made on an answer before (or instead of) math-verify: cheap, pure Python, in the calling process.
+
+- **Absurd answers** (`precheck`): too long, nested too deeply, power towers, astronomically large literals never
+  reach SymPy.
+- **Answer types**: a `"number"` answer must be a numeric literal (`numeric_literal`), a `"choice"` answer a letter
+  A-J (`choice_letter`); a gold made of words is not a maths answer (`looks_like_prose`).
+- **Restatements** (`restates_question`): an unevaluated expression copied from the question is not an answer.
+- **Piecewise answers** (`cases_rows`): math-verify has no parser for `cases`; rows are compared normalised.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from decimal import Decimal, InvalidOperation
+
+from codapo_trl.answers import braced_group
+
+
+__all__ = [
+    "cases_rows",
+    "choice_letter",
+    "looks_like_prose",
+    "numeric_literal",
+    "precheck",
+    "restates_question",
+    "same_number",
+]
+
+# Limits of the cheap checks done before anything reaches math-verify.
+_MAX_ANSWER_CHARS = 1_000  # longer "answers" are not final answers
+_MAX_NESTING = 40  # depth of {}, () and [] together; real answers stay below 10
+_MAX_POWER_TOWER = 2  # a^{b^{c}} and deeper are rejected
+_MAX_LITERAL_DIGITS = 10_000  # integer powers like 2^{100000} with more digits than this are rejected
+
+_LITERAL_POWER_RE = re.compile(r"(\d+)\s*(?:\^|\*\*)\s*")
+_INTEGER_RE = re.compile(r"\d+")
+
+
+def _nesting_depth(text: str) -> int:
+    depth = deepest = 0
+    for char in text:
+        if char in "{([":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "})]" and depth:
+            depth -= 1
+    return deepest
+
+
+def _power_tower_height(text: str) -> int:
+    """How many `^` are stacked inside each other's exponents, e.g. 3 for `9^{9^{9^9}}`."""
+    text = text.replace("**", "^")
+    levels = [0]  # exponent level of each open group
+    exponent_next = False
+    highest = 0
+    for char in text:
+        if char == "^":
+            highest = max(highest, levels[-1] + 1)
+            exponent_next = True
+        elif char in "{(":
+            levels.append(levels[-1] + 1 if exponent_next else levels[-1])
+            exponent_next = False
+        elif char in "})":
+            if len(levels) > 1:
+                levels.pop()
+        elif not char.isspace():
+            exponent_next = False
+    return highest
+
+
+def _exponent_operand(text: str, start: int) -> str | None:
+    """The exponent starting at `start` (a braced group or a run of digits), including its braces."""
+    if text[start : start + 1] == "{":
+        group = braced_group(text, start)
+        return None if group is None else "{" + group + "}"
+    match = _INTEGER_RE.match(text, start)
+    return match.group() if match else None
+
+
+def _int_log10(digits: str) -> float:
+    digits = digits.lstrip("0")
+    if not digits:
+        return -math.inf
+    head = digits[:15]
+    return math.log10(int(head)) + len(digits) - len(head)
+
+
+def _literal_log10(text: str) -> float | None:
+    """log10 of an integer literal or of a tower of integer literals (`9^{9^9}`); `None` for anything else."""
+    text = text.strip()
+    while text.startswith("{") and braced_group(text, 0) == text[1:-1]:
+        text = text[1:-1].strip()
+    if _INTEGER_RE.fullmatch(text):
+        return _int_log10(text)
+    match = _LITERAL_POWER_RE.match(text)
+    exponent = _exponent_operand(text, match.end()) if match else None
+    if exponent is None or match.end() + len(exponent) != len(text):
+        return None
+    exponent_log10 = _literal_log10(exponent)
+    if exponent_log10 is None:
+        return None
+    return _power_log10(match.group(1), exponent_log10)
+
+
+def _power_log10(base: str, exponent_log10: float) -> float:
+    """log10 of `base ** exponent`, given log10 of the exponent; inf when it is absurdly large."""
+    base_log10 = _int_log10(base)
+    if base_log10 <= 0:  # 0 or 1
+        return 0.0
+    if exponent_log10 > 300:
+        return math.inf
+    return base_log10 * 10**exponent_log10
+
+
+def precheck(answer: str) -> str | None:
+    """Why `answer` must not reach SymPy (too long, nested too deeply, astronomically large), or `None`."""
+    if len(answer) > _MAX_ANSWER_CHARS:
+        return "answer too long"
+    if _nesting_depth(answer) > _MAX_NESTING:
+        return "answer nested too deeply"
+    if _power_tower_height(answer) > _MAX_POWER_TOWER:
+        return "power tower too high"
+    for match in _LITERAL_POWER_RE.finditer(answer):
+        exponent = _exponent_operand(answer, match.end())
+        exponent_log10 = _literal_log10(exponent) if exponent is not None else None
+        if exponent_log10 is not None and _power_log10(match.group(1), exponent_log10) > _MAX_LITERAL_DIGITS:
+            return "number too large"
+    return None
+
+
+_TEXT_COMMAND_RE = re.compile(r"\\(?:text|textbf|textit|textrm|mathrm|mathbf|mbox|operatorname)\s*\{([^{}]*)\}")
+_NUMBER_RE = re.compile(r"[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|[-+]?\.\d+")
+_TRAILING_WORDS_RE = re.compile(r"(?:\s+[A-Za-z]+\.?)+$")  # units: "7 apples", "7 \text{ cm}"
+# Words that may appear bare in a math answer; any other word of 3+ letters makes a gold answer look like prose.
+_MATH_WORDS = frozenset(
+    {
+        *("sin", "cos", "tan", "cot", "sec", "csc", "arcsin", "arccos", "arctan", "sinh", "cosh", "tanh"),
+        *("log", "exp", "sqrt", "max", "min", "gcd", "lcm", "mod", "det", "inf", "infty", "infinity", "deg"),
+        *("degree", "degrees", "undefined", "dne", "none", "and", "inch", "inches", "foot", "feet", "yard", "yards"),
+        *("mile", "miles", "meter", "meters", "metre", "metres", "unit", "units", "square", "cubic", "hour", "hours"),
+        *("minute", "minutes", "second", "seconds", "day", "days", "week", "weeks", "year", "years", "dollar"),
+        *("dollars", "cent", "cents", "percent"),
+    }
+)
+
+
+def _unwrap_text(answer: str) -> str:
+    return _TEXT_COMMAND_RE.sub(r"\1", answer)
+
+
+def numeric_literal(answer: str) -> str | None:
+    """`answer` as a plain decimal number (`"1,000"` -> `"1000"`, `"x = 7"` -> `"7"`, `"50\\%"` kept as a
+    percentage), or `None` if it is not a single numeric literal (`"5+2"`, `"\\frac{1}{2}"`, `"2^3"`)."""
+    text = answer
+    if "=" in text and "," not in text:
+        text = text.rsplit("=", 1)[1]
+    text = _unwrap_text(text)
+    for old, new in (("\\!", ""), ("\\,", ""), ("\\;", ""), ("\\ ", " "), ("{,}", ","), ("\\$", ""), ("$", "")):
+        text = text.replace(old, new)
+    text = text.replace("\u2212", "-").strip()
+    percent = text.endswith("%")
+    text = text.rstrip("%").rstrip("\\").strip()
+    text = _TRAILING_WORDS_RE.sub("", text).strip().rstrip(".")
+    if not _NUMBER_RE.fullmatch(text):
+        return None
+    text = text.replace(",", "").lstrip("+")
+    return text + "\\%" if percent else text
+
+
+def choice_letter(answer: str, strict: bool = True) -> str | None:
+    """The option letter A-J in `answer` (`"B"`, `"(b)"`, `"\\text{(B)}"`, `"B) 42"`), upper-cased, or `None`.
+
+    A lower-case letter only counts when it stands alone, so "a prime number" is not option A. With
+    `strict=False` (gold answers) a lower-case letter followed by text is accepted too.
+    """
+    text = _unwrap_text(answer).replace("$", "").replace("*", "").strip()
+    match = re.fullmatch(r"[(\[]?\s*([A-Ja-j])\s*[)\]]?\s*\.?", text)
+    if match is None:
+        letters = "A-Ja-j" if not strict else "A-J"
+        match = re.match(rf"[(\[]?\s*([{letters}])\s*(?:[)\].:]|$)(?:\s|$)", text)
+    return match.group(1).upper() if match else None
+
+
+_ENVIRONMENT_RE = re.compile(r"\\(?:begin|end)\s*\{[A-Za-z*]+\}")
+
+
+def looks_like_prose(gold: str) -> bool:
+    """True for a gold answer made of words ("hello world") rather than math; `\\text{...}` groups and environment
+    names (`\\begin{pmatrix}`, `\\begin{cases}`) are fine."""
+    text = _ENVIRONMENT_RE.sub(" ", gold)
+    text = _TEXT_COMMAND_RE.sub(" ", text)
+    text = re.sub(r"\\[A-Za-z]+", " ", text)
+    words = [word for word in re.findall(r"[A-Za-z]{3,}", text) if word.lower() not in _MATH_WORDS]
+    return bool(words) and (len(words) >= 2 or not re.search(r"\d", text))
+
+
+_NORMALISE = (
+    ("\\dfrac", "\\frac"),
+    ("\\tfrac", "\\frac"),
+    ("\\dbinom", "\\binom"),
+    ("\\tbinom", "\\binom"),
+    ("\\displaystyle", ""),
+    ("\\left", ""),
+    ("\\right", ""),
+    ("\\!", ""),
+    ("\\,", ""),
+    ("\\;", ""),
+    ("\\:", ""),
+    ("\\ ", " "),
+    ("\\cdot", "*"),
+    ("\\times", "*"),
+    ("\u00d7", "*"),
+    ("\u00b7", "*"),
+    ("\\div", "/"),
+    ("\u00f7", "/"),
+    ("\u2212", "-"),
+    ("{,}", ","),
+    ("$", " "),
+    ("\\(", " "),
+    ("\\)", " "),
+    ("\\[", " "),
+    ("\\]", " "),
+)
+_SIMPLE_FRAC_RE = re.compile(r"\\frac\{(\w+)\}\{(\w+)\}")
+_ATOM_RE = re.compile(r"[-+]?(?:\d+(?:\.\d+)?|\.\d+)|[-+]?[A-Za-z]|[-+]?\\[A-Za-z]+")
+
+
+def _math_normalise(text: str) -> str:
+    """Spacing- and notation-insensitive form of math text (`\\dfrac{1}{2}` -> `1/2`, `7 \\times 3` -> `7*3`), used
+    to find an answer inside its question. Spaces are kept only between two word characters."""
+    for old, new in _NORMALISE:
+        text = text.replace(old, new)
+    text = _unwrap_text(text)
+    text = _SIMPLE_FRAC_RE.sub(r"\1/\2", text)
+    text = re.sub(r"\s+", " ", text)
+    text = re.sub(r"\s*([^\w\s])\s*", r"\1", text)
+    return text.strip().rstrip(".")
+
+
+def restates_question(predicted: str | None, question: str | None, gold: str | None = None) -> bool:
+    """Whether `predicted` is an unevaluated expression copied from the question (`\\dbinom{8}{4}` for "Compute
+    $\\dbinom{8}{4}$", `12 + 7` for "What is 12 + 7?") rather than an answer. A number, a single symbol and any
+    form of the gold answer itself (up to spacing and notation) are never restatements.
+
+    Example:
+        ```python
+        >>> restates_question("12 + 7", "What is 12 + 7?", "19")
+        True
+        >>> restates_question("19", "What is 12 + 7? Hint: 19 is prime.", "19")
+        False
+        ```
+    """
+    if not predicted or not question:
+        return False
+    answer = _math_normalise(predicted)
+    if not answer or _ATOM_RE.fullmatch(answer):
+        return False
+    if gold is not None and answer == _math_normalise(gold):
+        return False
+    pattern = re.escape(answer)
+    if re.match(r"[\w.]", answer):
+        pattern = r"(?<![\w.])" + pattern
+    if re.search(r"\w$", answer):
+        pattern += r"(?!\w|\.\d)"
+    return re.search(pattern, _math_normalise(question)) is not None
+
+
+_CASES_RE = re.compile(r"\\begin\s*\{cases\}(.*?)\\end\s*\{cases\}", re.DOTALL)
+
+
+def cases_rows(text: str) -> frozenset[tuple[str, ...]] | None:
+    """The rows of a `cases` environment as normalised `(value, condition)` tuples, or `None` if there is none."""
+    match = _CASES_RE.search(text)
+    if match is None:
+        return None
+    rows = []
+    for row in re.split(r"\\\\", match.group(1)):
+        if not row.strip():
+            continue
+        cells = []
+        for cell in row.split("&"):
+            cell = re.sub(r"\\(?:text|mbox|textrm)\s*\{\s*(?:if|for|when|otherwise)?\s*\}", "", cell)
+            cell = re.sub(r"\b(?:if|for|when)\b", "", cell)
+            cell = cell.replace("\\leq", "\\le").replace("\\geq", "\\ge").replace("\\quad", "").replace("\\qquad", "")
+            cells.append(_math_normalise(cell).strip(",") or "")
+        rows.append(tuple(cells))
+    return frozenset(rows)
+
+
+def same_number(a: str, b: str) -> bool:
+    try:
+        return Decimal(a) == Decimal(b)
+    except InvalidOperation:
+        return False

@@ -1,0 +1,112 @@
+"""Anchored answer extraction: which part of a model output is its final answer (pure Python, linear in the text,
+run in the calling process).
+
+Only an anchored answer is paid: the content of the last brace-matched `\\boxed{...}` (or `\\fbox{...}`; the box rule
+is `codapo_trl.answers.last_boxed`), otherwise the text after the last explicit final-answer phrase ("the answer is
+...", "Final answer: ...", "#### ..."). A bare expression somewhere in the text earns 0: with math-verify's default
+extraction a model learned to answer "What is 5 + 2?" with "5 + 2 =", which parses to 7.
+"""
+
+from __future__ import annotations
+
+import re
+
+from codapo_trl.answers import contains_box, last_boxed
+
+
+__all__ = ["extract_final_answer", "extract_gold"]
+
+_MAX_SCAN_CHARS = 32_768  # only the tail of a completion can hold its final answer
+
+_PHRASE_RE = re.compile(
+    r"\banswer\b\s*\**\s*(?::|\bis\b|=)"  # "answer: x", "Answer:** x", "the answer is x", "final answer = x"
+    r"|\banswer\s+(?:to|for)\b[^\n.:$]{1,40}?\bis\b"  # "the answer to this question is x"
+    r"|####",  # GSM8K style
+    re.IGNORECASE,
+)
+_FRAGMENT_END_RE = re.compile(
+    r"\n|;|\.(?=\s|$)|,?\s+(?:because|since|so|which|where|therefore|thus|hence|as)\b|\s+I hope\b", re.IGNORECASE
+)
+_MATH_DELIMITERS = (("$$", "$$"), ("\\[", "\\]"), ("\\(", "\\)"), ("$", "$"))
+
+
+def _leading_math_span(text: str) -> str | None:
+    """Content of the `$...$`, `$$...$$`, `\\(...\\)` or `\\[...\\]` span that `text` starts with, if it is closed.
+    Inline spans do not cross lines."""
+    for opening, closing in _MATH_DELIMITERS:
+        if text.startswith(opening):
+            end = text.find(closing, len(opening))
+            if end == -1 or (opening in ("$", "\\(") and "\n" in text[len(opening) : end]):
+                return None
+            return text[len(opening) : end].strip()
+    return None
+
+
+def _strip_math_delimiters(fragment: str) -> str:
+    """`$x$` -> `x` when one math span is the whole fragment; anything else (`$x$ and $y$`) is left as it is."""
+    fragment = fragment.strip()
+    for opening, closing in _MATH_DELIMITERS:
+        if fragment.startswith(opening) and fragment.endswith(closing) and len(fragment) > len(opening + closing):
+            inner = fragment[len(opening) : -len(closing)]
+            return fragment if closing in inner else inner.strip()
+    return fragment
+
+
+def _after_last_phrase(text: str) -> str | None:
+    match = None
+    for match in _PHRASE_RE.finditer(text):  # noqa: B007 - we want the last one
+        pass
+    if match is None:
+        return None
+    rest = text[match.end() :].lstrip(" \t\r\n*:")  # "Final Answer:\n\n$$7$$" is common
+    span = _leading_math_span(rest)
+    if span is not None:
+        return span.strip(" *") or None
+    end = _FRAGMENT_END_RE.search(rest)
+    fragment = rest[: end.start()] if end else rest
+    fragment = _strip_math_delimiters(fragment.strip(" \t*"))
+    if fragment.count("$") == 1:  # a currency sign, not a math delimiter
+        fragment = fragment.replace("$", "")
+    return fragment.strip(" .*") or None
+
+
+def extract_final_answer(text: str | None) -> str | None:
+    """The anchored final answer of a model output, or `None` if it states none.
+
+    The content of the last `\\boxed{...}` / `\\fbox{...}` (braces matched, escaped braces skipped) wins; otherwise
+    the text after the last final-answer phrase ("the answer is ...", "Final answer: ...", "#### ...") up to the end
+    of that sentence or line, with `$...$`, `\\(...\\)` or `\\[...\\]` delimiters removed. A bare expression is not an
+    answer. Only the last 32 768 characters are searched. An unclosed last box gives `None` (a truncated answer).
+
+    Args:
+        text (`str` or `None`): The model output.
+
+    Returns:
+        `str` or `None`: The answer text, stripped, or `None`.
+
+    Example:
+        ```python
+        >>> extract_final_answer(r"First \\boxed{3}, then $\\boxed{\\frac{1}{2}}$.")
+        '\\\\frac{1}{2}'
+        >>> extract_final_answer("So the answer is 42.")
+        '42'
+        >>> extract_final_answer("5 + 2 =") is None
+        True
+        ```
+    """
+    if not text:
+        return None
+    text = text[-_MAX_SCAN_CHARS:]
+    if contains_box(text):
+        return last_boxed(text)
+    return _after_last_phrase(text)
+
+
+def extract_gold(gold: str) -> str | None:
+    """A gold answer: the last box of a full solution, else the part after `####`, else the text itself."""
+    gold = gold[-_MAX_SCAN_CHARS:]
+    if contains_box(gold):
+        return last_boxed(gold)
+    if "####" in gold:
+        gold = gold.rsplit("####", 1)[1]
+    return _strip_math_delimiters(gold).rstrip(" .") or None

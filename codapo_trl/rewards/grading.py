@@ -1,0 +1,482 @@
+"""The answer grader behind the maths reward, `codapo-eval` and the analysis: `grade_answers`.
+
+Three rules on top of math-verify equivalence keep the grade honest and training alive:
+
+1. **Only an anchored answer is paid** (`codapo_trl.rewards.extraction`): the last `\\boxed{...}`, else the text after
+   the last final-answer phrase; a bare expression earns 0.
+2. **Typed questions.** An optional `answer_type` column per row: `"math"` (default, math-verify equivalence),
+   `"number"` (the answer must be a numeric literal such as `7`, `-3`, `2.5` or `1,000`, so `\\boxed{5+2}` earns 0
+   even though it equals 7) or `"choice"` (a letter A-J, compared case-insensitively with the gold letter). An answer
+   that restates its question earns 0 (`codapo_trl.rewards.checks`).
+3. **Bounded time, no crash.** math-verify runs in worker processes (`codapo_trl.rewards.deadline_pool`) with its own
+   signal-based timeouts disabled; each answer gets about 2 s, after which the worker is killed and replaced and
+   the answer scores 0. Cheap checks in the calling process reject absurd answers (huge power towers, deep nesting,
+   very long answers) before they reach SymPy. A gold answer that cannot be parsed gives `None` (TRL ignores it),
+   never 1.0.
+
+Grader settings come from environment variables read when the worker pool first starts, or from
+`configure_grader`: `CODAPO_GRADER_WORKERS` (worker processes, default `min(4, cpu_count)`; `0` grades in the calling
+process with no time bound, for debugging only), `CODAPO_GRADER_TIMEOUT` (seconds per answer, default 2) and
+`CODAPO_GRADER_MEMORY_MB` (address-space limit per worker, default 2048; 0 for none).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from codapo_trl.answers import ANSWER_TYPES
+from codapo_trl.rewards.checks import (
+    cases_rows,
+    choice_letter,
+    looks_like_prose,
+    numeric_literal,
+    precheck,
+    restates_question,
+    same_number,
+)
+from codapo_trl.rewards.deadline_pool import DeadlineProcessPool, TaskOutcome
+from codapo_trl.rewards.extraction import extract_final_answer, extract_gold
+
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "GradeResult",
+    "configure_grader",
+    "grade_answers",
+]
+
+# Reasons recorded in `GradeResult.reason`.
+NO_ANSWER = "no final answer"
+NOT_A_NUMBER = "not a numeric literal"
+NOT_A_CHOICE = "not a choice letter"
+UNPARSEABLE_ANSWER = "answer not parseable"
+GOLD_MISSING = "gold missing"
+GOLD_NOT_MATH = "gold is not a math answer"
+GOLD_UNPARSEABLE = "gold not parseable"
+GOLD_NOT_A_CHOICE = "gold is not a choice letter"
+TIMED_OUT = "grading timed out"
+GOLD_TIMED_OUT = "gold parsing timed out"
+RESTATES_QUESTION = "restates the question"
+CRASHED = "grader crashed"
+UNAVAILABLE = "grader unavailable"
+
+
+@dataclass(frozen=True)
+class GradeResult:
+    """The verdict on one prediction.
+
+    Args:
+        correct (`bool` or `None`):
+            Whether the prediction matches the gold answer; `None` when the gold answer cannot be used (ungraded).
+        predicted (`str` or `None`):
+            The anchored answer taken from the prediction (see `extract_final_answer`), `None` if there is none.
+        gold (`str` or `None`):
+            The gold answer after extraction (last `\\boxed{}` of a full solution), `None` if missing.
+        reason (`str` or `None`):
+            Why the prediction was not graded normally (no answer, not a number, timeout, unusable gold...);
+            `None` for an ordinary right-or-wrong verdict.
+        predicted_parsed (`str` or `None`):
+            How the grader read the prediction (SymPy form, normalised number or choice letter), when it got that far.
+        gold_parsed (`str` or `None`):
+            How the grader read the gold answer, when it got that far.
+    """
+
+    correct: bool | None
+    predicted: str | None
+    gold: str | None
+    reason: str | None = None
+    predicted_parsed: str | None = None
+    gold_parsed: str | None = None
+
+    @property
+    def reward(self) -> float | None:
+        """1.0 if correct, 0.0 if not, `None` if ungraded."""
+        return None if self.correct is None else float(self.correct)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Worker side: math-verify, called with its signal timeouts disabled (the pool enforces the bound)
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def _init_math_worker() -> None:
+    """Import math-verify and warm up its parser, once per worker, before the worker reports ready."""
+    # Timeouts are disabled on purpose (the pool enforces them); silence math-verify's warning about it.
+    logging.getLogger("math_verify").setLevel(logging.ERROR)
+    _grade_pair((r"\frac{1}{2}", "0.5"))
+
+
+@functools.cache
+def _latex_extraction_config() -> Any:
+    from math_verify import LatexExtractionConfig
+
+    return LatexExtractionConfig(boxed_match_priority=0, try_extract_without_anchor=False)
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_answer(answer: str) -> tuple:
+    from math_verify import parse
+
+    return tuple(
+        parse(
+            "\\boxed{" + answer + "}",
+            extraction_config=[_latex_extraction_config()],
+            fallback_mode="no_fallback",
+            parsing_timeout=None,
+        )
+    )
+
+
+def _shorten(value: Any, limit: int = 200) -> str:
+    text = str(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _grade_pair(payload: tuple[str | None, str]) -> tuple[bool | None, str | None, str | None, str | None]:
+    """Grade one `(predicted, gold)` pair of already extracted answers with math-verify.
+
+    Returns `(correct, reason, predicted_parsed, gold_parsed)`; `correct` is `None` when the gold cannot be parsed.
+    A `None` prediction only checks the gold (the result is then `False` if the gold parses).
+    """
+    from math_verify import verify
+
+    predicted, gold = payload
+    gold_parsed = _parse_answer(gold)
+    if not gold_parsed:
+        return None, GOLD_UNPARSEABLE, None, None
+    gold_text = _shorten(gold_parsed[0])
+    if predicted is None:
+        return False, None, None, gold_text
+    predicted_parsed = _parse_answer(predicted)
+    if not predicted_parsed:
+        return False, UNPARSEABLE_ANSWER, None, gold_text
+    correct = verify(list(gold_parsed), list(predicted_parsed), timeout_seconds=None)
+    return bool(correct), None, _shorten(predicted_parsed[0]), gold_text
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Grader configuration and the shared pool
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def _env_number(name: str, default: float, cast: Callable[[str], float]) -> float:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        return cast(raw)
+    except ValueError:
+        logger.warning("Ignoring %s=%r (not a number); using %s", name, raw, default)
+        return default
+
+
+_SETTINGS_LOCK = threading.Lock()
+_settings: dict[str, float] | None = None
+_pool: DeadlineProcessPool | None = None
+_CACHE_SIZE = 16_384  # verdicts by (prediction, gold); keys are at most ~1 kB each
+_cache: OrderedDict[tuple[str | None, str], tuple] = OrderedDict()
+_gold_cache: OrderedDict[str, tuple] = OrderedDict()  # gold -> its verdict with no prediction (see _check_golds)
+_cache_lock = threading.Lock()
+
+
+def configure_grader(
+    num_workers: int | None = None, timeout: float | None = None, memory_limit_mb: int | None = None
+) -> None:
+    """Change the grader's settings; running workers are stopped and new ones start on the next call.
+
+    Arguments left as `None` keep their current value (initially from the environment variables described in the
+    module docstring).
+
+    Args:
+        num_workers (`int`, *optional*):
+            Worker processes that grade in parallel. `0` grades in the calling process without any time bound
+            (debugging only).
+        timeout (`float`, *optional*):
+            Seconds of grading allowed per answer.
+        memory_limit_mb (`int`, *optional*):
+            Address-space limit of each worker in MiB; `0` for none.
+
+    Example:
+        ```python
+        >>> configure_grader(num_workers=2, timeout=2.0)
+        ```
+    """
+    global _pool, _settings
+    with _SETTINGS_LOCK:
+        settings = dict(_current_settings_locked())
+        for key, value in (("workers", num_workers), ("timeout", timeout), ("memory_mb", memory_limit_mb)):
+            if value is not None:
+                settings[key] = value
+        if settings["workers"] < 0 or settings["timeout"] <= 0:
+            raise ValueError(f"Invalid grader settings: {settings}")
+        old_pool, _pool, _settings = _pool, None, settings
+    if old_pool is not None:
+        old_pool.shutdown()
+
+
+def _current_settings_locked() -> dict[str, float]:
+    global _settings
+    if _settings is None:
+        _settings = {
+            "workers": int(_env_number("CODAPO_GRADER_WORKERS", min(4, os.cpu_count() or 1), int)),
+            "timeout": _env_number("CODAPO_GRADER_TIMEOUT", 2.0, float),
+            "memory_mb": int(_env_number("CODAPO_GRADER_MEMORY_MB", 2048, int)),
+        }
+    return _settings
+
+
+def _get_pool() -> DeadlineProcessPool | None:
+    """The shared worker pool (created on first use), or `None` when grading in-process."""
+    global _pool
+    with _SETTINGS_LOCK:
+        settings = _current_settings_locked()
+        if settings["workers"] == 0:
+            return None
+        if _pool is None:
+            _pool = DeadlineProcessPool(
+                f"{__name__}:_grade_pair",
+                initializer=f"{__name__}:_init_math_worker",
+                max_workers=int(settings["workers"]),
+                item_timeout=float(settings["timeout"]),
+                memory_limit_mb=int(settings["memory_mb"]) or None,
+            )
+        return _pool
+
+
+def _map_pairs(pairs: list[tuple[str | None, str]]) -> list[TaskOutcome]:
+    pool = _get_pool()
+    if pool is not None:
+        return pool.map(pairs)
+    outcomes = []
+    for pair in pairs:
+        try:
+            outcomes.append(TaskOutcome(value=_grade_pair(pair)))
+        except Exception as exc:  # noqa: BLE001
+            outcomes.append(TaskOutcome(error=f"error: {type(exc).__name__}: {exc}"))
+    return outcomes
+
+
+def _check_golds(golds: set[str]) -> dict[str, tuple]:
+    """Parse each gold answer once (cached): `(False, None, None, gold_parsed)` for a usable gold, `(None, reason,
+    None, None)` for one that cannot be parsed or whose parsing times out or crashes (its items are then ungraded,
+    not scored 0, and it is not parsed again)."""
+    with _cache_lock:
+        known = {g: _gold_cache[g] for g in golds if g in _gold_cache}
+    todo = sorted(g for g in golds if g not in known)
+    if todo:
+        fresh = {}
+        for gold, outcome in zip(todo, _map_pairs([(None, g) for g in todo])):
+            if outcome.ok:
+                fresh[gold] = outcome.value
+            elif outcome.error == "timeout":
+                fresh[gold] = (None, GOLD_TIMED_OUT, None, None)
+            elif outcome.error == "unavailable":
+                known[gold] = (None, UNAVAILABLE, None, None)  # not cached: the pool may come back
+            else:
+                fresh[gold] = (None, f"gold {outcome.error}", None, None)
+        known.update(fresh)
+        with _cache_lock:
+            _gold_cache.update(fresh)
+            while len(_gold_cache) > _CACHE_SIZE:
+                _gold_cache.popitem(last=False)
+    return known
+
+
+def _run_math_verify(pairs: list[tuple[str | None, str]]) -> list[tuple]:
+    """Grade `(predicted, gold)` pairs, through the caches and the worker pool. Golds are checked first, so that an
+    unusable gold makes its items ungraded (None) instead of timing out on every prediction."""
+    results: list[tuple | None] = [None] * len(pairs)
+    todo: dict[tuple[str | None, str], list[int]] = {}
+    gold_verdicts = _check_golds({gold for _, gold in pairs})
+    with _cache_lock:
+        for index, pair in enumerate(pairs):
+            gold_verdict = gold_verdicts[pair[1]]
+            if gold_verdict[0] is None or pair[0] is None:
+                results[index] = gold_verdict
+            elif pair in _cache:
+                _cache.move_to_end(pair)
+                results[index] = _cache[pair]
+            else:
+                todo.setdefault(pair, []).append(index)
+    if not todo:
+        return results  # type: ignore[return-value]
+    unique = list(todo)
+    outcomes = _map_pairs(unique)
+    fresh = {}
+    for pair, outcome in zip(unique, outcomes):
+        if outcome.ok:
+            verdict = outcome.value
+            fresh[pair] = verdict
+        elif outcome.error == "timeout":
+            verdict = (False, TIMED_OUT, None, None)
+        elif outcome.error == "crashed":
+            verdict = (False, CRASHED, None, None)
+        elif outcome.error == "unavailable":
+            verdict = (None, UNAVAILABLE, None, None)
+        else:
+            _warn_once("grader-error", "math-verify raised on an answer (scored 0.0): %s", outcome.error)
+            verdict = (False, outcome.error, None, None)
+        for index in todo[pair]:
+            results[index] = verdict
+    with _cache_lock:
+        _cache.update(fresh)
+        while len(_cache) > _CACHE_SIZE:
+            _cache.popitem(last=False)
+    return results  # type: ignore[return-value]
+
+
+_warned: set[str] = set()
+
+
+def _warn_once(key: str, message: str, *args: Any) -> None:
+    if key not in _warned:
+        _warned.add(key)
+        logger.warning(message, *args)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Public grading API
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def _normalise_type(answer_type: Any) -> str:
+    if answer_type is None:
+        return "math"
+    name = str(answer_type).strip().lower()
+    if name in ANSWER_TYPES:
+        return name
+    _warn_once(f"type-{name}", "Unknown answer_type %r: grading it as 'math' (known: %s)", answer_type, ANSWER_TYPES)
+    return "math"
+
+
+def grade_answers(
+    predictions: Sequence[str | None],
+    golds: Sequence[str | None],
+    answer_types: Sequence[str | None] | None = None,
+    questions: Sequence[str | None] | None = None,
+) -> list[GradeResult]:
+    """Grade model outputs against gold answers; the one implementation behind training rewards and evaluation.
+
+    Args:
+        predictions (`Sequence[str | None]`):
+            Full model outputs. The answer is taken with `extract_final_answer`; an output without an anchored
+            answer is wrong.
+        golds (`Sequence[str | None]`):
+            Gold final answers (`"19"`, `"\\frac{1}{2}"`, `"(3, -1)"`, `"B"`), or full solutions whose last
+            `\\boxed{}` holds the answer.
+        answer_types (`Sequence[str | None]`, *optional*):
+            Per item `"math"` (default), `"number"` or `"choice"`, see the module docstring.
+        questions (`Sequence[str | None]`, *optional*):
+            The questions (or prompts): under `"math"`, an answer that is an unevaluated expression copied from its
+            question scores 0 unless it is a form of the gold answer (see `restates_question`).
+
+    Returns:
+        `list[GradeResult]`: One result per prediction, in order. Never raises for bad inputs; grading of each
+        answer is bounded in time (a timeout or a crashed worker gives `correct=False` with a reason).
+
+    Example:
+        ```python
+        >>> [r.correct for r in grade_answers([r"so \\boxed{0.5}", "5 + 2 =", r"\\boxed{5+2}"], ["1/2", "7", "7"],
+        ...                                   ["math", "math", "number"])]
+        [True, False, False]
+        ```
+    """
+    if len(predictions) != len(golds):
+        raise ValueError(f"Got {len(predictions)} predictions but {len(golds)} gold answers")
+    if answer_types is None:
+        answer_types = ["math"] * len(predictions)
+    elif len(answer_types) != len(predictions):
+        raise ValueError(f"Got {len(predictions)} predictions but {len(answer_types)} answer types")
+    if questions is None:
+        questions = [None] * len(predictions)
+    elif len(questions) != len(predictions):
+        raise ValueError(f"Got {len(predictions)} predictions but {len(questions)} questions")
+
+    results: list[GradeResult | None] = [None] * len(predictions)
+    # index, extracted prediction, gold, what math-verify gets (None: only check the gold), reason already known
+    pending: list[tuple[int, str | None, str, str | None, str | None]] = []
+    for index, (prediction, gold, answer_type, question) in enumerate(
+        zip(predictions, golds, answer_types, questions)
+    ):
+        predicted = extract_final_answer(prediction if isinstance(prediction, str) else None)
+        gold_answer = extract_gold(gold) if isinstance(gold, str) else None
+        verdict = _precheck_item(
+            _normalise_type(answer_type), predicted, gold_answer, question if isinstance(question, str) else None
+        )
+        if isinstance(verdict, _ToMathVerify):
+            pending.append((index, predicted, gold_answer, verdict.predicted, verdict.reason))  # type: ignore[arg-type]
+        else:
+            correct, reason, predicted_parsed, gold_parsed = verdict
+            results[index] = GradeResult(correct, predicted, gold_answer, reason, predicted_parsed, gold_parsed)
+
+    if pending:
+        verdicts = _run_math_verify([(sent, gold_answer) for _, _, gold_answer, sent, _ in pending])
+        for (index, predicted, gold_answer, _, known_reason), verdict in zip(pending, verdicts):
+            correct, reason, predicted_parsed, gold_parsed = verdict
+            if known_reason is not None and correct is not None:  # the gold is fine; the prediction was not
+                correct, reason = False, known_reason
+            results[index] = GradeResult(correct, predicted, gold_answer, reason, predicted_parsed, gold_parsed)
+    return results  # type: ignore[return-value]
+
+
+@dataclass(frozen=True)
+class _ToMathVerify:
+    """What `_precheck_item` hands to math-verify: a prediction, or `None` with the reason it already failed (the
+    gold must still be parsed, since an unusable gold makes the item ungraded whatever the prediction)."""
+
+    predicted: str | None
+    reason: str | None = None
+
+
+def _precheck_item(
+    kind: str, predicted: str | None, gold: str | None, question: str | None = None
+) -> tuple | _ToMathVerify:
+    """Everything decided without math-verify: a final `(correct, reason, predicted_parsed, gold_parsed)` verdict,
+    or what to hand to math-verify."""
+    if gold is None:
+        return None, GOLD_MISSING, None, None
+    if kind == "choice":
+        gold_letter = choice_letter(gold, strict=False)
+        if gold_letter is None:
+            return None, GOLD_NOT_A_CHOICE, None, None
+        if predicted is None:
+            return False, NO_ANSWER, None, gold_letter
+        letter = choice_letter(predicted)
+        if letter is None:
+            return False, NOT_A_CHOICE, None, gold_letter
+        return letter == gold_letter, None, letter, gold_letter
+    gold_problem = precheck(gold)
+    if gold_problem is not None:
+        return None, f"gold rejected: {gold_problem}", None, None
+    if looks_like_prose(gold):
+        return None, GOLD_NOT_MATH, None, None
+    gold_rows = cases_rows(gold)
+    if gold_rows is not None:  # piecewise answers: math-verify has no parser for `cases`; rows compared normalised
+        if predicted is None:
+            return False, NO_ANSWER, None, _shorten(sorted(gold_rows))
+        rows = cases_rows(predicted)
+        return rows == gold_rows, None, None if rows is None else _shorten(sorted(rows)), _shorten(sorted(gold_rows))
+    if predicted is None:
+        return _ToMathVerify(None, NO_ANSWER)
+    problem = precheck(predicted)
+    if problem is not None:
+        return _ToMathVerify(None, problem)
+    if kind == "math" and restates_question(predicted, question, gold):
+        return _ToMathVerify(None, RESTATES_QUESTION)
+    if kind == "number":
+        number = numeric_literal(predicted)
+        if number is None:
+            return _ToMathVerify(None, NOT_A_NUMBER)
+        gold_number = numeric_literal(gold)
+        if gold_number is not None and same_number(number, gold_number):
+            return True, None, number, gold_number
+        return _ToMathVerify(number)
+    return _ToMathVerify(predicted)
