@@ -1,5 +1,5 @@
-"""Tests of the training-dynamics analysis (`codapo_trl.analysis`, `codapo_trl.analysis_plots`): the statistics
-tables, advantages, per-trajectory gradient norms against hand computations, the end-to-end command on the tiny model
+"""Tests of the training-dynamics analysis (`codapo_trl.analysis`, its figures in `codapo_trl.analysis.plots`): the
+statistics tables, advantages, per-trajectory gradient norms against hand computations, the end-to-end command on the tiny model
 with two "checkpoints", the figures (their panels and titles), the training-log figures and the errors.
 
 Offline: the tiny random model of `tests/tiny.py` and a leveled JSONL fixture written here.
@@ -23,7 +23,6 @@ from datasets import Dataset  # noqa: E402
 from scipy import stats  # noqa: E402
 from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: E402
 
-from codapo_trl import analysis_plots  # noqa: E402
 from codapo_trl.analysis import (  # noqa: E402
     STATISTICS,
     AnalysisResult,
@@ -41,6 +40,7 @@ from codapo_trl.analysis import (  # noqa: E402
     statistics_table,
     trajectory_statistics,
 )
+from codapo_trl.analysis import plots as analysis_plots  # noqa: E402
 from codapo_trl.evaluation.generation import GenerationRequest, SamplingConfig, TransformersGenerator  # noqa: E402
 from codapo_trl.rewards import GradeResult, configure_grader  # noqa: E402
 
@@ -109,7 +109,7 @@ def run_dir(tiny_model_dir, tmp_path):
     return run
 
 
-def fake_grade(predictions, golds, answer_types=None):
+def fake_grade(predictions, golds, answer_types=None, questions=None):
     """Right or wrong by a hash of the completion: a mix of both, so that advantages are not all zero."""
     return [GradeResult(hashlib.sha256(p.encode()).digest()[0] % 2 == 0, "x", g) for p, g in zip(predictions, golds)]
 
