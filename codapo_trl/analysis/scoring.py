@@ -29,7 +29,6 @@ and pull the accuracy of its level down.)
 from __future__ import annotations
 
 import contextlib
-import logging
 import math
 import re
 from collections.abc import Iterator, Sequence
@@ -51,8 +50,6 @@ if TYPE_CHECKING:
     from codapo_trl.evaluation.generation import Completion
     from codapo_trl.rewards import GradeResult
 
-
-logger = logging.getLogger(__name__)
 
 __all__ = [
     "ADVANTAGE_EPSILON",
