@@ -886,3 +886,21 @@ def test_importing_analysis_leaves_matplotlib_backend_alone():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=True)
     assert out.stdout.strip() == "svg"
+
+
+def test_command_entry_points():
+    """`codapo-analyze` (the console script named in pyproject.toml) and `python -m codapo_trl.analysis` run the CLI."""
+    import importlib
+    import subprocess
+    import sys
+    import tomllib
+
+    import codapo_trl
+
+    pyproject = Path(codapo_trl.__file__).parent.parent / "pyproject.toml"
+    module, _, attribute = tomllib.loads(pyproject.read_text())["project"]["scripts"]["codapo-analyze"].partition(":")
+    assert getattr(importlib.import_module(module), attribute) is main
+    out = subprocess.run(
+        [sys.executable, "-m", "codapo_trl.analysis", "--help"], capture_output=True, text=True, timeout=300
+    )
+    assert out.returncode == 0 and out.stdout.startswith("usage: codapo-analyze")

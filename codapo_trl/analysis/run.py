@@ -40,6 +40,7 @@ from codapo_trl.evaluation.generation import (
     Generator,
     Progress,
     SamplingConfig,
+    TransformersGenerator,
     build_generator,
     render_prompt,
     vllm_available,
@@ -129,8 +130,8 @@ def _analyze_checkpoint(
         tic = time.perf_counter()
     tok = AutoTokenizer.from_pretrained(tokenizer or checkpoint.path)
     # the scoring model; with the transformers backend, also the sampler
-    scorer = build_generator(
-        checkpoint.path, backend="transformers", tokenizer=tok, batch_size=batch_size, dtype=dtype, device=device
+    scorer = TransformersGenerator.from_pretrained(
+        checkpoint.path, dtype=dtype, device=device, batch_size=batch_size, tokenizer=tok
     )
     model = scorer.model
     timing["load_s"] = time.perf_counter() - tic
@@ -138,6 +139,8 @@ def _analyze_checkpoint(
         tic = time.perf_counter()
         completions = _sample(scorer, requests, config, progress, desc)
         timing["sampling_s"] = time.perf_counter() - tic
+    if len(completions) != len(requests) or any(len(samples) != config.num_samples for samples in completions):
+        raise RuntimeError("The sampling backend returned the wrong number of completions.")
     if any(not c.token_ids for samples in completions for c in samples):
         raise RuntimeError("The sampling backend returned completions without token ids.")
 
