@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import matplotlib.pyplot as plt
 import numpy as np
 
 from codapo_trl.analysis import plots as _plots
@@ -346,8 +347,6 @@ class AnalysisResult:
         """Draw and save the figures (PNG and SVG): confidence-advantage (paper Fig. 1), gradient norms (Fig. 2,
         unweighted and advantage-weighted), accuracy per level over steps (App. B.1), and, when training logs were
         found, the live per-bin dynamics over updates."""
-        import matplotlib.pyplot as plt
-
         figures: dict[str, Figure] = {
             "confidence_advantage": _plots.plot_confidence_advantage(self),
             "accuracy": _plots.plot_accuracy(

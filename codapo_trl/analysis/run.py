@@ -20,6 +20,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from codapo_trl.analysis.checkpoints import TRAINER_STATE_FILE, Checkpoint, find_checkpoints
 from codapo_trl.analysis.questions import Question, select_questions
 from codapo_trl.analysis.results import GROUP_BY, TRAJECTORIES_FILE, AnalysisResult
@@ -96,8 +98,6 @@ def _vllm_sample(
         del generator
         gc.collect()
         with contextlib.suppress(Exception):
-            import torch
-
             torch.cuda.empty_cache()
 
 
@@ -185,8 +185,6 @@ def _analyze_checkpoint(
         )
     del model, scorer
     if device.startswith("cuda"):
-        import torch
-
         torch.cuda.empty_cache()
     return records, timing, target.describe()
 
@@ -264,8 +262,6 @@ def analyze_checkpoints(
     Returns:
         [`AnalysisResult`].
     """
-    import torch
-
     start = time.perf_counter()
     if group_by not in GROUP_BY:
         raise ValueError(f"group_by must be one of {GROUP_BY}, got {group_by!r}")

@@ -36,6 +36,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import torch
+import torch.nn.functional as F
 
 from codapo_trl.analysis.checkpoints import Checkpoint
 from codapo_trl.analysis.questions import Question
@@ -44,7 +46,6 @@ from codapo_trl.evaluation.evaluate import grade_math_samples
 
 
 if TYPE_CHECKING:
-    import torch
     from transformers import PreTrainedModel
 
     from codapo_trl.evaluation.generation import Completion
@@ -185,8 +186,6 @@ def _only_requires_grad(model: PreTrainedModel, params: Sequence[Any]) -> Iterat
 
 def _mean_logp(logits: torch.Tensor, targets: torch.Tensor, temperature: float) -> torch.Tensor:
     """Mean over positions of ``log_softmax(logits / T)[target]``, in float32 (no vocabulary-sized log-softmax)."""
-    import torch
-
     scaled = logits.float() / temperature
     picked = scaled.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
     return (picked - torch.logsumexp(scaled, dim=-1)).mean()
@@ -225,9 +224,6 @@ def trajectory_statistics(
     Returns:
         `(mean_logp, grad_norm)`; `grad_norm` is `None` without a target.
     """
-    import torch
-    import torch.nn.functional as F
-
     if not completion_ids:
         raise ValueError("A trajectory needs at least one completion token.")
     if not prompt_ids:
@@ -326,8 +322,6 @@ class TrajectoryRecord:
 
 def difficulty_bin(difficulty: float) -> int:
     """The paper's bin (1-5) of a group difficulty, via [`codapo_trl.dynamics.difficulty_bins`]."""
-    import torch
-
     return int(difficulty_bins(torch.tensor([difficulty]))[0]) + 1
 
 
