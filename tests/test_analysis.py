@@ -1,5 +1,5 @@
-"""Tests of the training-dynamics analysis (`codapo_trl.analysis`, `codapo_trl.analysis_plots`): the statistics
-tables, advantages, per-trajectory gradient norms against hand computations, the end-to-end command on the tiny model
+"""Tests of the training-dynamics analysis (`codapo_trl.analysis`, its figures in `codapo_trl.analysis.plots`): the
+statistics tables, advantages, per-trajectory gradient norms against hand computations, the end-to-end command on the tiny model
 with two "checkpoints", the figures (their panels and titles), the training-log figures and the errors.
 
 Offline: the tiny random model of `tests/tiny.py` and a leveled JSONL fixture written here.
@@ -9,6 +9,7 @@ import hashlib
 import json
 import math
 import shutil
+from pathlib import Path
 
 import matplotlib
 
@@ -23,7 +24,6 @@ from datasets import Dataset  # noqa: E402
 from scipy import stats  # noqa: E402
 from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: E402
 
-from codapo_trl import analysis_plots  # noqa: E402
 from codapo_trl.analysis import (  # noqa: E402
     STATISTICS,
     AnalysisResult,
@@ -41,7 +41,15 @@ from codapo_trl.analysis import (  # noqa: E402
     statistics_table,
     trajectory_statistics,
 )
-from codapo_trl.evaluation.generation import GenerationRequest, SamplingConfig, TransformersGenerator  # noqa: E402
+from codapo_trl.analysis import plots as analysis_plots  # noqa: E402
+from codapo_trl.analysis.scoring import grade_groups, group_records  # noqa: E402
+from codapo_trl.evaluation.evaluate import QuestionRecord, SampleRecord  # noqa: E402
+from codapo_trl.evaluation.generation import (  # noqa: E402
+    Completion,
+    GenerationRequest,
+    SamplingConfig,
+    TransformersGenerator,
+)
 from codapo_trl.rewards import GradeResult, configure_grader  # noqa: E402
 
 
@@ -109,7 +117,7 @@ def run_dir(tiny_model_dir, tmp_path):
     return run
 
 
-def fake_grade(predictions, golds, answer_types=None):
+def fake_grade(predictions, golds, answer_types=None, questions=None):
     """Right or wrong by a hash of the completion: a mix of both, so that advantages are not all zero."""
     return [GradeResult(hashlib.sha256(p.encode()).digest()[0] % 2 == 0, "x", g) for p, g in zip(predictions, golds)]
 
@@ -672,3 +680,227 @@ def test_cli_errors(run_dir, leveled_file, tmp_path, capsys):
     ]:
         assert main(argv) == 2, argv
         assert message in capsys.readouterr().err, message
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Built on evaluation: grading with the question, ungraded samples as evaluation treats them
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+def completion(text, n=3):
+    return Completion(text, n, "stop", token_ids=tuple(range(1, n + 1)))
+
+
+def test_grading_is_evaluations_and_sees_the_question():
+    """An answer that restates the question scores 0 (the maths grader's `questions=`), as in training and evaluation;
+    the same answer to a question that does not contain it is correct, so the question is what decides."""
+    asked = Question(0, "q", 1, [], "What is 12 + 2?", "14", "math")
+    other = Question(1, "r", 1, [], "Add twelve and two.", "14", "math")
+    samples = [completion(r"so \boxed{12 + 2}"), completion(r"so \boxed{14}")]
+    verdicts = grade_groups([asked, other], [samples, samples])
+    assert [[v.correct for v in group] for group in verdicts] == [[False, True], [True, True]]
+    assert verdicts[0][0].reason == "restates the question"
+
+
+def ungraded_result(group_by="level"):
+    """Two questions of level 1 at step 5: `a` graded (2 of 4 correct), `b` ungraded (unusable gold)."""
+    checkpoint = Checkpoint(5, "c5", "step 5")
+    a = Question(0, "a", 1, [], "What is 1 + 1?", "2", "math")
+    b = Question(1, "b", 1, [], "What colour?", "blue", "math")
+    samples = [completion(f"sample {i}", n=2 + i) for i in range(4)]
+    scores = [(-0.5 - 0.1 * i, 1.0 + i) for i in range(4)]
+    graded = [GradeResult(i % 2 == 0, str(i), "2") for i in range(4)]
+    ungraded = [GradeResult(None, str(i), "blue", "gold rejected") for i in range(4)]
+    records = group_records(checkpoint, a, samples, graded, scores) + group_records(
+        checkpoint, b, samples, ungraded, scores
+    )
+    config = {"grad_params": "lm_head", "samples_per_question": 4}
+    return AnalysisResult([checkpoint], [a, b], records, group_by=group_by, config=config)
+
+
+def test_ungraded_groups_are_left_out_as_in_evaluation(tmp_path):
+    """Evaluation leaves a question with an ungraded sample out of its metrics; the analysis leaves the group out of
+    its tables, accuracy and figures and keeps its trajectories (graded=false). Counting ungraded samples as incorrect
+    (the old rule) gives accuracy 0.25 over 8 trajectories and puts `b` in the hardest bin."""
+    result = ungraded_result()
+    b_rows = [r for r in result.records if r.question_id == "b"]
+    assert len(result.records) == 8 and len(b_rows) == 4
+    assert all(
+        not r.graded and r.correct is None and r.reward is None and r.advantage is None and r.difficulty_bin is None
+        for r in b_rows
+    )
+    assert [r.grad_norm for r in b_rows] == [1.0, 2.0, 3.0, 4.0]  # scored, but no advantage
+    assert all(r.grad_norm_weighted is None for r in b_rows)
+    cell = result.accuracy()[5][1]
+    assert cell["accuracy"] == 0.5 and cell["num_trajectories"] == 4 and cell["num_questions"] == 1
+    assert cell["unsolved_frac"] == 0.0
+    a_rows = [r for r in result.records if r.question_id == "a"]
+    np.testing.assert_allclose(result.values("advantage", 5, 1), [r.advantage for r in a_rows])
+    np.testing.assert_allclose([r.advantage for r in a_rows], group_advantages([1.0, 0.0, 1.0, 0.0]))
+
+    # evaluation's rule on the same verdicts: the question is ungraded there too
+    record = QuestionRecord("bench", 1, "b", 1, "What colour?", "blue", "math")
+    record.samples = [SampleRecord(i, "", None, None, None, None, "gold", 2, "stop") for i in range(4)]
+    assert record.graded is False and {r.graded for r in b_rows} == {record.graded}
+
+    by_bin = ungraded_result(group_by="difficulty")
+    assert [len(by_bin.cell(5, b)) for b in by_bin.groups] == [0, 0, 4, 0, 0]  # a: d = 0.5; b in no bin
+
+    # saved: every trajectory in the file, the tables without b, and the same after reading it back
+    paths = result.save(tmp_path, plots=False)
+    rows = [json.loads(line) for line in paths["trajectories"].read_text().splitlines()]
+    assert len(rows) == 8 and sum(not r["graded"] for r in rows) == 4
+    summary = json.loads(paths["summary"].read_text())
+    assert summary["ungraded_questions"] == {"5": 1} and summary["accuracy"]["5"]["1"]["accuracy"] == 0.5
+    assert "1 question(s) at step 5" in paths["tables"].read_text()
+    loaded = AnalysisResult.load(tmp_path)
+    assert loaded.accuracy()[5][1] == cell and len(loaded.records) == 8
+
+    figure = analysis_plots.plot_confidence_advantage(result)
+    scatter = [ax for ax in figure.axes if ax.get_ylabel() == "confidence"][0]
+    assert sum(len(c.get_offsets()) for c in scatter.collections) == 4  # b's trajectories are not drawn
+    plt.close(figure)
+
+
+def test_analyze_checkpoints_grades_with_the_questions_and_leaves_ungraded_out(run_dir, leveled_file, monkeypatch):
+    """End to end: the grader gets each question's text, and a question whose gold it cannot use is left out."""
+    seen = []
+
+    def grade(predictions, golds, answer_types=None, questions=None):
+        seen.extend(questions)
+        return [
+            GradeResult(None, "x", g) if q == "What is 10 + 0?" else fake_grade([p], [g])[0]
+            for p, g, q in zip(predictions, golds, questions)
+        ]
+
+    monkeypatch.setattr("codapo_trl.rewards.grade_answers", grade)
+    result = analyze_checkpoints(
+        run_dir / "checkpoint-1",
+        leveled_file,
+        levels=[1],
+        questions_per_level=4,
+        samples_per_question=2,
+        max_new_tokens=4,
+        grad_params="none",
+        progress=False,
+    )
+    assert sorted(set(seen)) == [f"What is {10 + i} + {i}?" for i in range(4)] and len(seen) == 4 * 2
+    ungraded = {r.question_id for r in result.records if not r.graded}
+    assert ungraded == {"L1-0"} and result.ungraded_questions() == {1: 1}
+    assert result.accuracy()[1][1]["num_questions"] == 3 and result.accuracy()[1][1]["num_trajectories"] == 6
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# The package: no import cycle, matplotlib's backend left alone
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+def import_graph(package_dir):
+    """`{module: {imported modules of the package}}` from every import statement of every module (module level,
+    function level and `TYPE_CHECKING` blocks alike), `from a import b` counting as `a.b` when that is a module."""
+    import ast
+
+    modules = {}
+    for path in package_dir.rglob("*.py"):
+        parts = path.relative_to(package_dir.parent).with_suffix("").parts
+        modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    graph = {}
+    for name, path in modules.items():
+        is_package = path.name == "__init__.py"
+        edges = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    anchor = name.split(".") if is_package else name.split(".")[:-1]
+                    anchor = anchor[: len(anchor) - node.level + 1]
+                    base = ".".join(anchor + ([node.module] if node.module else []))
+                targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names]
+            else:
+                continue
+            edges |= {t for t in targets if t in modules and t != name}
+        graph[name] = edges
+    return graph
+
+
+def cycles(graph):
+    """The strongly connected components with more than one module (Tarjan)."""
+    index, low, stack, on_stack, found, counter = {}, {}, [], set(), [], [0]
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = set()
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.add(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in graph:
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_analysis_and_evaluation_import_no_cycle():
+    """No circle of imports through analysis or evaluation, counting function-level and `TYPE_CHECKING` imports (the
+    old `analysis.py` and `analysis_plots.py` imported each other inside functions). A package's `__init__` importing
+    its own submodules is an edge like any other, so a submodule importing a name from its package's `__init__` is
+    a cycle."""
+    import codapo_trl
+
+    graph = import_graph(Path(codapo_trl.__file__).parent)
+    assert "codapo_trl.analysis.plots" in graph["codapo_trl.analysis.results"]  # the graph sees real imports
+    assert "codapo_trl.analysis.scoring" in graph["codapo_trl.analysis"]
+    touching = [
+        c for c in cycles(graph) if any(m.startswith(("codapo_trl.analysis", "codapo_trl.evaluation")) for m in c)
+    ]
+    assert touching == []
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]  # the checker finds one
+
+
+def test_importing_analysis_leaves_matplotlib_backend_alone():
+    """The figures module used to call `matplotlib.use("Agg")` on import, switching every user's backend."""
+    import subprocess
+    import sys
+
+    code = (
+        "import matplotlib; matplotlib.use('svg'); "
+        "import codapo_trl.analysis, codapo_trl.analysis.plots, codapo_trl.analysis.cli; "
+        "print(matplotlib.get_backend())"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=True)
+    assert out.stdout.strip() == "svg"
+
+
+def test_command_entry_points():
+    """`codapo-analyze` (the console script named in pyproject.toml) and `python -m codapo_trl.analysis` run the CLI."""
+    import importlib
+    import subprocess
+    import sys
+    import tomllib
+
+    import codapo_trl
+
+    pyproject = Path(codapo_trl.__file__).parent.parent / "pyproject.toml"
+    module, _, attribute = tomllib.loads(pyproject.read_text())["project"]["scripts"]["codapo-analyze"].partition(":")
+    assert getattr(importlib.import_module(module), attribute) is main
+    out = subprocess.run(
+        [sys.executable, "-m", "codapo_trl.analysis", "--help"], capture_output=True, text=True, timeout=300
+    )
+    assert out.returncode == 0 and out.stdout.startswith("usage: codapo-analyze")

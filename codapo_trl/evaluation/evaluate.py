@@ -22,7 +22,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from codapo_trl.data import SYSTEM_PROMPT
 from codapo_trl.data.code import CODE_SYSTEM_PROMPT
@@ -50,9 +50,20 @@ from codapo_trl.evaluation.metrics import (
 from codapo_trl.versions import package_versions
 
 
+if TYPE_CHECKING:
+    from codapo_trl.rewards import GradeResult
+
+
 logger = logging.getLogger(__name__)
 
-__all__ = ["BenchmarkResult", "EvaluationResult", "QuestionRecord", "SampleRecord", "evaluate_model"]
+__all__ = [
+    "BenchmarkResult",
+    "EvaluationResult",
+    "QuestionRecord",
+    "SampleRecord",
+    "evaluate_model",
+    "grade_math_samples",
+]
 
 SCHEMA_VERSION = 1
 SAMPLES_FILE, SUMMARY_FILE, TABLE_FILE = "samples.jsonl", "summary.json", "results.md"
@@ -281,22 +292,56 @@ class EvaluationResult:
 # ---------------------------------------------------------------------------------------------------------------------
 
 
-def _grade_math(benchmarks: Sequence[Benchmark], completions: Mapping[str, list[list[Completion]]]) -> dict:
-    """Grade every maths sample of all benchmarks in one `grade_answers` call (one pass through the worker pool)."""
+def grade_math_samples(
+    completions: Sequence[Sequence[Completion]],
+    golds: Sequence[str | None],
+    answer_types: Sequence[str | None],
+    questions: Sequence[str | None],
+) -> list[list[GradeResult]]:
+    """Grade the samples of maths questions in one [`codapo_trl.rewards.grade_answers`] call (one pass through the
+    worker pool), each against its question's gold answer and answer type, with the question's text (an answer copied
+    from the question scores 0). The evaluation's maths grading, also used by the analysis.
+
+    Args:
+        completions (`Sequence[Sequence[Completion]]`): per question, its samples.
+        golds, answer_types, questions (`Sequence[str | None]`): per question, its gold answer, answer type and text.
+
+    Returns:
+        `list[list[GradeResult]]`: per question, its samples' results, in order (`correct=None`: ungraded).
+    """
     from codapo_trl.rewards import grade_answers
 
-    texts, golds, types, questions, owners = [], [], [], [], []
-    for bench in benchmarks:
-        for item, samples in zip(bench.items, completions[bench.name]):
-            for s, completion in enumerate(samples):
-                texts.append(completion.text)
-                golds.append(item.gold)
-                types.append(item.answer_type)
-                questions.append(item.question)
-                owners.append((bench.name, item.index, s))
-    results = grade_answers(texts, golds, types, questions) if texts else []
+    if not len(completions) == len(golds) == len(answer_types) == len(questions):
+        raise ValueError(
+            f"Got {len(completions)} questions' samples but {len(golds)} gold answers, {len(answer_types)} answer "
+            f"types and {len(questions)} questions."
+        )
+    texts, item_golds, item_types, item_questions = [], [], [], []
+    for samples, gold, answer_type, question in zip(completions, golds, answer_types, questions):
+        for completion in samples:
+            texts.append(completion.text)
+            item_golds.append(gold)
+            item_types.append(answer_type)
+            item_questions.append(question)
+    flat = grade_answers(texts, item_golds, item_types, item_questions) if texts else []
+    results, offset = [], 0
+    for samples in completions:
+        results.append(flat[offset : offset + len(samples)])
+        offset += len(samples)
+    return results
+
+
+def _grade_math(benchmarks: Sequence[Benchmark], completions: Mapping[str, list[list[Completion]]]) -> dict:
+    """Grade every maths sample of all benchmarks in one `grade_answers` call (one pass through the worker pool)."""
+    items = [(bench, item) for bench in benchmarks for item in bench.items]
+    samples = [samples for bench in benchmarks for samples in completions[bench.name]]
+    results = grade_math_samples(
+        samples, [i.gold for _, i in items], [i.answer_type for _, i in items], [i.question for _, i in items]
+    )
     return {
-        owner: (r.predicted, r.predicted_parsed, r.correct, r.reward, r.reason) for owner, r in zip(owners, results)
+        (bench.name, item.index, s): (r.predicted, r.predicted_parsed, r.correct, r.reward, r.reason)
+        for (bench, item), item_results in zip(items, results)
+        for s, r in enumerate(item_results)
     }
 
 

@@ -1,4 +1,4 @@
-"""Figures of the training-dynamics analysis ([`codapo_trl.analysis`]), drawn with matplotlib's Agg backend.
+"""Figures of the training-dynamics analysis ([`codapo_trl.analysis`]).
 
 - [`plot_confidence_advantage`]: the paper's Figure 1 (and its Appendix B per-checkpoint version): per checkpoint
   (rows) and level (columns), advantage against confidence of every trajectory, correct and incorrect coloured, with
@@ -10,7 +10,10 @@
 - [`plot_training_dynamics`]: the live `dynamics/` metrics of `trainer_state.json` per difficulty bin over updates.
 - [`plot_training_accuracy`]: accuracy per level over updates from a per-question training log.
 
-Every function returns a `matplotlib.figure.Figure`; [`save_figure`] writes it as PNG and SVG.
+Every function returns a `matplotlib.figure.Figure` (close it with `plt.close` when done); [`save_figure`] writes it
+as PNG and SVG. Importing this module leaves matplotlib's backend as it is (the command `codapo-analyze` picks the
+non-interactive Agg backend for itself). The figures of an analysis read only the records of graded groups
+([`AnalysisView.graded_records`], [`AnalysisView.cell`]).
 """
 
 from __future__ import annotations
@@ -19,30 +22,27 @@ import math
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib import ticker
+from matplotlib.lines import Line2D
 
-
-matplotlib.use("Agg")
-
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-from matplotlib import ticker  # noqa: E402
-from matplotlib.lines import Line2D  # noqa: E402
-
-from codapo_trl.dynamics import BIN_LABELS, NUM_BINS  # noqa: E402
+from codapo_trl.analysis.scoring import TrajectoryRecord, bin_label
+from codapo_trl.analysis.training_logs import find_training_logs, load_question_log, load_trainer_state
+from codapo_trl.dynamics import BIN_LABELS, NUM_BINS
+from codapo_trl.evaluation.metrics import level_sort_key
 
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-    from codapo_trl.analysis import AnalysisResult
-
 __all__ = [
     "CORRECT_COLOR",
     "INCORRECT_COLOR",
+    "AnalysisView",
     "plot_accuracy",
     "plot_confidence_advantage",
     "plot_gradient_norms",
@@ -50,6 +50,31 @@ __all__ = [
     "plot_training_dynamics",
     "save_figure",
 ]
+
+
+class AnalysisView(Protocol):
+    """What the figures read from an analysis: [`codapo_trl.analysis.results.AnalysisResult`] provides it (a
+    protocol, so that this module does not import the one that saves its figures)."""
+
+    config: dict[str, Any]
+
+    @property
+    def steps(self) -> list[int]: ...
+
+    @property
+    def groups(self) -> list[int | str]: ...
+
+    @property
+    def graded_records(self) -> list[TrajectoryRecord]: ...
+
+    def cell(self, step: int, group: int | str) -> list[TrajectoryRecord]: ...
+
+    def checkpoint_label(self, step: int) -> str: ...
+
+    def group_label(self, group: int | str) -> str: ...
+
+    def accuracy(self) -> dict[int, dict[int | str, dict[str, float]]]: ...
+
 
 CORRECT_COLOR = "#1b9e77"
 INCORRECT_COLOR = "#d95f02"
@@ -90,7 +115,7 @@ def _level_colors(n: int) -> list:
 # ---------------------------------------------------------------------------------------------------------------------
 
 
-def plot_confidence_advantage(result: AnalysisResult, panel_size: tuple[float, float] = (3.2, 3.0)) -> Figure:
+def plot_confidence_advantage(result: AnalysisView, panel_size: tuple[float, float] = (3.2, 3.0)) -> Figure:
     """Advantage (x) against confidence (y) per checkpoint (rows) and level (columns), correct and incorrect
     trajectories coloured, with marginal densities of advantage (above) and confidence (right) of each panel.
 
@@ -101,7 +126,7 @@ def plot_confidence_advantage(result: AnalysisResult, panel_size: tuple[float, f
     width, height = panel_size
     figure = plt.figure(figsize=(width * len(groups), height * len(steps) + 0.5), layout="constrained")
     grid = figure.add_gridspec(len(steps), len(groups))
-    advantages = np.array([r.advantage for r in result.records], dtype=float)
+    advantages = np.array([r.advantage for r in result.graded_records], dtype=float)
     lo, hi = (float(advantages.min()), float(advantages.max())) if advantages.size else (-1.0, 1.0)
     if hi - lo < 1e-9:
         lo, hi = lo - 1.0, hi + 1.0
@@ -157,7 +182,7 @@ def plot_confidence_advantage(result: AnalysisResult, panel_size: tuple[float, f
 
 
 def plot_gradient_norms(
-    result: AnalysisResult, weighted: bool = False, panel_size: tuple[float, float] = (3.0, 2.4)
+    result: AnalysisView, weighted: bool = False, panel_size: tuple[float, float] = (3.0, 2.4)
 ) -> Figure:
     """Histograms of per-trajectory gradient norms, correct and incorrect trajectories, per checkpoint (rows) and
     level (columns), on a log axis shared by all panels; the median of each class is marked.
@@ -178,7 +203,9 @@ def plot_gradient_norms(
         sharex=True,
         layout="constrained",
     )
-    values = np.array([getattr(r, metric) for r in result.records if getattr(r, metric) is not None], dtype=float)
+    values = np.array(
+        [getattr(r, metric) for r in result.graded_records if getattr(r, metric) is not None], dtype=float
+    )
     positive = values[values > 0]
     if positive.size:
         lo, hi = float(positive.min()), float(positive.max())
@@ -241,8 +268,6 @@ def _log_axis(ax: Axes, lo: float, hi: float) -> None:
 
 def _training_level_accuracy(rows: Sequence[dict[str, Any]], points: int = 25) -> dict[Any, tuple[list, list]]:
     """Accuracy per level over windows of updates, from the B-phase (phase 0) rows of a question log."""
-    from codapo_trl.evaluation.metrics import level_sort_key
-
     rows = [r for r in rows if r.get("phase", 0) in (0, None) and r.get("level") is not None]
     if not rows:
         return {}
@@ -280,7 +305,7 @@ def _draw_training_accuracy(ax: Axes, rows: Sequence[dict[str, Any]]) -> bool:
 
 
 def plot_accuracy(
-    result: AnalysisResult,
+    result: AnalysisView,
     *,
     question_log: str | os.PathLike | None = None,
     trainer_state: str | os.PathLike | None = None,
@@ -288,8 +313,6 @@ def plot_accuracy(
     """Accuracy per level over training steps (paper Appendix B.1): one axes from the sampled checkpoints; one from
     the question log's per-level training accuracy (B-phase rows), when given; one with the share of training
     questions per difficulty bin over updates (from `trainer_state.json`'s `dynamics/bin*/count`), when given."""
-    from codapo_trl.analysis import load_question_log, load_trainer_state
-
     panels = ["sampled"]
     rows = load_question_log(question_log) if question_log else []
     if rows and _training_level_accuracy(rows):
@@ -328,8 +351,6 @@ def plot_accuracy(
 
 def plot_training_accuracy(question_log: str | os.PathLike) -> Figure:
     """Accuracy per level over training updates from a per-question log (B-phase rows, windows of updates)."""
-    from codapo_trl.analysis import load_question_log
-
     rows = load_question_log(question_log)
     figure, ax = plt.subplots(figsize=(6.0, 4.0), layout="constrained")
     if not _draw_training_accuracy(ax, rows):
@@ -395,8 +416,6 @@ def _bin_colors() -> list:
 
 
 def _bin_name(index: int) -> str:
-    from codapo_trl.analysis import bin_label
-
     return f"bin{index + 1} {bin_label(index + 1)}"
 
 
@@ -411,19 +430,34 @@ def _draw_share(ax: Axes, steps: np.ndarray, shares: list[np.ndarray], legend: b
         ax.legend(fontsize=7, loc="upper left")
 
 
-def plot_training_dynamics(trainer_state: str | os.PathLike, smoothing: int | None = None) -> Figure:
-    """Six panels over updates, one line per difficulty bin: share of trajectories (stacked), confidence of correct
-    and of incorrect trajectories, mean positive and negative advantage, mean |token weight| and clipped fraction.
+def plot_training_dynamics(
+    trainer_state: str | os.PathLike,
+    output_dir: str | os.PathLike | None = None,
+    *,
+    smoothing: int | None = None,
+) -> Figure:
+    """The live `dynamics/` metrics of a training run over updates, in six panels with one line per difficulty bin:
+    share of trajectories (stacked), mean confidence of correct and of incorrect trajectories, mean positive and
+    negative advantage, mean |token weight| and clipped fraction. For a CoDaPO run, only its B updates are drawn.
 
     Args:
-        trainer_state (`str` or `os.PathLike`): a `trainer_state.json` with `dynamics/` metrics.
-        smoothing (`int`, *optional*): moving-average window in logged steps; default about 1/25 of the run.
+        trainer_state (`str` or `os.PathLike`): a `trainer_state.json` with `dynamics/` metrics, or a run directory
+            holding one (its own, else its latest checkpoint's).
+        output_dir (`str` or `os.PathLike`, *optional*): save `training_dynamics.png` and `.svg` there.
+        smoothing (`int`, *optional*): moving-average window in logged steps (default: about 1/25 of the run).
+
+    Returns:
+        `matplotlib.figure.Figure`.
 
     Raises:
-        `ValueError`: no `dynamics/` metrics in the file.
+        `FileNotFoundError`: no such file. `ValueError`: no `dynamics/` metrics in it.
     """
-    from codapo_trl.analysis import load_trainer_state
-
+    path = Path(trainer_state)
+    if path.is_dir():
+        found = find_training_logs(path)["trainer_state"]
+        if found is None:
+            raise FileNotFoundError(f"No trainer_state.json in {path} or its checkpoints.")
+        trainer_state = found
     history = load_trainer_state(trainer_state)
     steps, series, note = _dynamics_series(history)
     if not series:
@@ -464,4 +498,6 @@ def plot_training_dynamics(trainer_state: str | os.PathLike, smoothing: int | No
     figure.legend(handles=handles, loc="outside lower center", ncol=NUM_BINS, frameon=False, fontsize=9)
     smoothing_note = f", moving average over {window} logged steps" if window > 1 else ""
     figure.suptitle(f"Training dynamics per difficulty bin{note}{smoothing_note}", fontsize=12)
+    if output_dir is not None:
+        save_figure(figure, output_dir, "training_dynamics")
     return figure
