@@ -8,6 +8,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from codapo_trl.answers import row_question_id
 from codapo_trl.data import parse_level
 from codapo_trl.evaluation.metrics import level_sort_key
 
@@ -15,8 +16,6 @@ from codapo_trl.evaluation.metrics import level_sort_key
 logger = logging.getLogger(__name__)
 
 __all__ = ["Question", "select_questions"]
-
-_ID_COLUMNS = ("id", "unique_id", "question_id", "qid", "problem_id", "task_id")
 
 
 @dataclass(frozen=True)
@@ -33,10 +32,8 @@ class Question:
 
 
 def _row_id(row: Mapping[str, Any], index: int) -> str:
-    for column in _ID_COLUMNS:
-        if row.get(column) is not None:
-            return str(row[column])
-    return str(index)
+    found = row_question_id(row)
+    return found if found is not None else str(index)
 
 
 def _normalise_level(value: Any) -> int | str | None:

@@ -9,15 +9,12 @@ and reads a saved analysis back. Only the records of graded groups enter the tab
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import datetime as _dt
-import importlib.metadata
 import json
 import logging
 import math
 import os
-import platform
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -31,6 +28,7 @@ from codapo_trl.analysis.checkpoints import Checkpoint
 from codapo_trl.analysis.questions import Question
 from codapo_trl.analysis.scoring import TrajectoryRecord, bin_label
 from codapo_trl.dynamics import NUM_BINS, describe
+from codapo_trl.versions import package_versions
 
 
 if TYPE_CHECKING:
@@ -275,7 +273,7 @@ class AnalysisResult:
             "ungraded_questions": {str(s): n for s, n in self.ungraded_questions().items()},
             "timing": self.timing,
             "training_logs": self.training_logs,
-            "versions": _versions(),
+            "versions": package_versions(),
             "created": self.created,
         }
 
@@ -401,11 +399,3 @@ def _json_default(value: Any) -> Any:
     if isinstance(value, Path):
         return str(value)
     raise TypeError(f"Not JSON-serialisable: {type(value).__name__}")
-
-
-def _versions() -> dict[str, str]:
-    versions = {"python": platform.python_version()}
-    for package in ("codapo-trl", "torch", "transformers", "trl", "vllm"):
-        with contextlib.suppress(importlib.metadata.PackageNotFoundError):
-            versions[package] = importlib.metadata.version(package)
-    return versions

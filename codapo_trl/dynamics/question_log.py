@@ -13,11 +13,8 @@ from typing import Any
 
 import torch
 
+from ..answers import row_question_id
 from .groups import GroupStats
-
-
-ID_COLUMNS = ("id", "qid", "unique_id", "question_id", "problem_id", "task_id")
-"""Dataset columns that name a question, in order of preference."""
 
 
 def prompt_digest(prompt: Any) -> str:
@@ -35,10 +32,8 @@ def question_id(row: dict) -> str:
     ('7', 'e4c310268ff2dd8e')
     ```
     """
-    for column in ID_COLUMNS:
-        if row.get(column) is not None:
-            return str(row[column])
-    return prompt_digest(row.get("prompt"))[:16]
+    found = row_question_id(row)
+    return found if found is not None else prompt_digest(row.get("prompt"))[:16]
 
 
 def _finite_or_none(value: torch.Tensor) -> float | None:
