@@ -12,6 +12,7 @@ trainers or models; [`CoDaPOTrainer`] gathers the global tensors and calls these
 from __future__ import annotations
 
 import math
+import random
 from collections.abc import Callable, Sequence
 
 import torch
@@ -28,6 +29,7 @@ __all__ = [
     "group_difficulty",
     "group_token_counts",
     "select_top_k",
+    "select_uniform",
     "trajectory_log_confidence",
 ]
 
@@ -252,6 +254,42 @@ def select_top_k(
         return (1, 0.0, -_nan_to(hardness[i], -1.0), i)  # undefined difficulty after every defined one
 
     ranked = sorted(defined, key=rank)[:k] if defined else list(range(k))
+    return _fill(ranked, batch_size)
+
+
+def select_uniform(num_groups: int, k: int, batch_size: int, seed: int) -> list[int]:
+    """The uniform-resampling control: `k` distinct groups drawn at random, each repeated to fill `batch_size` slots.
+
+    The ablation that separates "a second update on repeated questions" from "value-guided selection" (issue 14's
+    control arm, `codapo_selection="uniform"`): the groups are drawn without replacement, uniformly, from a generator
+    seeded with `seed` alone, so the draw ignores values and difficulty and every process that passes the same seed
+    draws the same groups. Copies are laid out as in [`select_top_k`], in the order drawn.
+
+    Args:
+        num_groups (`int`): number of groups in the batch.
+        k (`int`): number of distinct groups to keep, ``1 <= k <= num_groups``.
+        batch_size (`int`): number of slots to fill, ``batch_size >= k``.
+        seed (`int`): seed of the draw (the trainer derives it from `args.seed` and the update).
+
+    Returns:
+        `list[int]` of length `batch_size`: group indices.
+
+    Example:
+    ```python
+    >>> picks = select_uniform(8, k=2, batch_size=8, seed=3)
+    >>> len(picks), len(set(picks)), picks == select_uniform(8, k=2, batch_size=8, seed=3)
+    (8, 2, True)
+    ```
+    """
+    if not 1 <= k <= num_groups:
+        raise ValueError(f"k must be between 1 and the number of groups ({num_groups}), got {k}.")
+    if batch_size < k:
+        raise ValueError(f"batch_size ({batch_size}) must be at least k ({k}).")
+    return _fill(random.Random(seed).sample(range(num_groups), k), batch_size)
+
+
+def _fill(ranked: list[int], batch_size: int) -> list[int]:
+    """Repeat the ranked groups to `batch_size` slots, the first ``batch_size % len(ranked)`` one copy more."""
     copies, extra = divmod(batch_size, len(ranked))
     return [index for rank, index in enumerate(ranked) for _ in range(copies + (1 if rank < extra else 0))]
 

@@ -18,6 +18,7 @@ logger = logging.getLogger(__name__)
 TRL_LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo", "cispo", "sapo", "luspo", "vespo")
 CODAPO_LOSS_TYPES = ("codapo", "gpg")
 RESAMPLE_TIMINGS = ("before_update", "after_update")
+SELECTIONS = ("value", "uniform")
 
 ValueFunctionName = Literal["linear", "reverse", "edges", "center", "constant"]
 
@@ -75,6 +76,11 @@ class CoDaPOConfig(GRPOConfig):
             When S's rollouts are generated. `"before_update"` (the paper's Algorithm 1): right after B's, from the
             same behaviour policy, so S's update is off-policy and clipping acts. `"after_update"` (the authors'
             released code): after B's update, from the updated policy.
+        codapo_selection (`str`, *optional*, defaults to `"value"`):
+            How S's K questions are chosen. `"value"`: CoDaSampling, the top-K by value (the paper). `"uniform"`: K
+            distinct questions drawn at random, ignoring values (seeded by `seed` and the update, the same on every
+            process): a control that separates "a second update on repeated questions" from value-guided selection.
+            The control arm of a comparison also sets `codapo_weighting=False` (constant weights).
 
         > Parameters that control the training-dynamics logs
 
@@ -162,6 +168,14 @@ class CoDaPOConfig(GRPOConfig):
         },
     )
 
+    codapo_selection: Literal["value", "uniform"] = field(
+        default="value",
+        metadata={
+            "help": "How S's K questions are chosen: 'value' (top-K by value, the paper) or 'uniform' (K distinct "
+            "questions at random, ignoring values: the uniform-resampling control)."
+        },
+    )
+
     codapo_dynamics: bool = field(
         default=True,
         metadata={"help": "Log per-difficulty-bin training dynamics under dynamics/ (no extra forward pass)."},
@@ -203,6 +217,11 @@ class CoDaPOConfig(GRPOConfig):
             raise ValueError(
                 f"codapo_resample_timing={self.codapo_resample_timing!r} is not supported; set it to "
                 "'before_update' (the paper's Algorithm 1) or 'after_update' (the authors' released code)."
+            )
+        if self.codapo_selection not in SELECTIONS:
+            raise ValueError(
+                f"codapo_selection={self.codapo_selection!r} is not supported; set it to 'value' (the paper's top-K "
+                "by value) or 'uniform' (the random-resampling control)."
             )
         if self.loss_type not in TRL_LOSS_TYPES + CODAPO_LOSS_TYPES:
             raise ValueError(

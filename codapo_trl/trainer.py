@@ -186,6 +186,14 @@ class CoDaPOTrainer(CPUVLLMMixin, DynamicsMixin, GRPOTrainer):
             return self._resampled_batch(inputs)
         return self._update_batch(inputs, select=self.args.codapo_sampling)
 
+    def _select(self, values: torch.Tensor, stats: GroupStats, num_questions: int) -> list[int]:
+        """S's questions (indices into the gathered batch): the top-K by value, or (`codapo_selection="uniform"`) a
+        draw seeded by `args.seed` and the update, identical on every process."""
+        if self.args.codapo_selection == "uniform":
+            seed = self.args.seed * 1_000_003 + compat.micro_step(self)
+            return coda.select_uniform(num_questions, self.args.codapo_top_k, num_questions, seed)
+        return coda.select_top_k(values, self.args.codapo_top_k, num_questions, stats.difficulty)
+
     def _update_batch(self, inputs: list[dict], select: bool) -> dict[str, Any]:
         """Phase B: TRL generates and scores B; weigh it; select S (and generate it now for `before_update`)."""
         rows = copy.deepcopy(inputs) if select else None  # TRL may write into the rows it is given
@@ -196,7 +204,7 @@ class CoDaPOTrainer(CPUVLLMMixin, DynamicsMixin, GRPOTrainer):
         if select:
             global_rows = gather_object(rows)
             num_questions = len(global_rows) // self.num_generations
-            selection = coda.select_top_k(values, self.args.codapo_top_k, num_questions, stats.difficulty)
+            selection = self._select(values, stats, num_questions)
             self._codapo.select([global_rows[j * self.num_generations] for j in selection], compat.micro_step(self))
             selected = set(selection)
             chosen = torch.tensor(sorted(selected), device=values.device)

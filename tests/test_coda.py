@@ -167,6 +167,22 @@ def test_select_top_k_errors():
         coda.select_top_k(torch.ones(4), 3, 2)
 
 
+def test_select_uniform_draws_k_distinct_groups_evenly_and_reproducibly():
+    picks = coda.select_uniform(8, 3, 8, seed=11)
+    assert len(picks) == 8 and len(set(picks)) == 3
+    assert [picks.count(g) for g in dict.fromkeys(picks)] == [3, 3, 2]  # copies as in select_top_k, in draw order
+    assert coda.select_uniform(8, 3, 8, seed=11) == picks  # the same seed, the same draw (every process agrees)
+    draws = [tuple(sorted(set(coda.select_uniform(8, 2, 8, seed)))) for seed in range(4000)]
+    assert len(set(draws)) == 28  # every pair of 8 groups occurs
+    counts = [sum(g in d for d in draws) for g in range(8)]
+    # each group is kept with probability 2/8: 1000 of 4000 expected, SD about 27
+    assert all(880 < c < 1120 for c in counts), counts
+    with pytest.raises(ValueError, match="k must be between 1"):
+        coda.select_uniform(4, 5, 8, seed=0)
+    with pytest.raises(ValueError, match="at least k"):
+        coda.select_uniform(4, 3, 2, seed=0)
+
+
 def test_group_token_counts_and_sample_weights():
     mask = torch.tensor([[1, 1, 1], [1, 0, 0], [1, 1, 0], [1, 1, 0], [0, 0, 0], [0, 0, 0]])
     counts = coda.group_token_counts(mask, 2)

@@ -45,6 +45,7 @@ def test_is_a_grpo_config():
         (dict(codapo_confidence_fn="square"), "codapo_confidence_fn='square' is not a known value function"),
         (dict(codapo_difficulty_fn="u"), "codapo_difficulty_fn='u' is not a known value function"),
         (dict(codapo_resample_timing="never"), "set it to 'before_update'"),
+        (dict(codapo_selection="random"), "codapo_selection='random' is not supported"),
         (dict(codapo_weight_offset=-0.1), "codapo_weight_offset must be a finite number >= 0"),
         (dict(codapo_weight_offset=float("nan")), "codapo_weight_offset must be a finite number >= 0"),
         (dict(loss_type="ppo"), "loss_type='ppo' is not supported"),

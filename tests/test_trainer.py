@@ -83,6 +83,39 @@ def test_resampled_batch_is_the_top_k_repeated(tiny_model_dir, tmp_path, timing)
     assert set(calls[1]) <= set(calls[0]) and set(calls[3]) <= set(calls[2])
 
 
+def test_uniform_selection_ignores_values(tiny_model_dir, tmp_path):
+    """The uniform-resampling control: S holds K distinct questions of B drawn at random (not the top-K by value),
+    repeated like CoDaSampling's, and two seeds draw differently."""
+    drawn = {}
+    for seed in (0, 1):
+        args = make_args(
+            tmp_path / str(seed),
+            num_generations=2,
+            max_steps=4,
+            codapo_top_k=2,
+            codapo_selection="uniform",
+            shuffle_dataset=False,
+            seed=seed,
+        )
+        trainer = CoDaPOTrainer(tiny_model_dir, parity_reward, args=args, train_dataset=question_dataset())
+        selections = []
+        original_select = trainer._select
+        trainer._select = lambda *a, _sel=selections, _orig=original_select, **k: (
+            _sel.append(_orig(*a, **k)) or _sel[-1]
+        )
+        calls, parent_patch = record_parent_generations(trainer)
+        with parent_patch, patch.object(coda, "select_top_k", side_effect=AssertionError("value ranking used")):
+            trainer.train()
+        assert phases(trainer) == [0.0, 1.0, 0.0, 1.0]
+        assert len(calls) == 4 and len(selections) == 2
+        for b_call, s_call, selection in ((calls[0], calls[1], selections[0]), (calls[2], calls[3], selections[1])):
+            questions = b_call[::2]
+            assert len(set(selection)) == 2 and len(selection) == 4
+            assert s_call == [questions[j] for j in selection for _ in range(2)]
+        drawn[seed] = selections
+    assert drawn[0] != drawn[1]
+
+
 @pytest.mark.parametrize("loss_type", ["codapo", "gpg"])
 def test_gradients_equal_the_codapo_loss(tiny_model_dir, tmp_path, loss_type):
     """The trainer's gradient for B (on-policy) and S (off-policy, before_update) is that of `coda.codapo_loss`."""
