@@ -2090,7 +2090,7 @@ def _host_data_dirs(python: str) -> tuple[str, ...]:
     """Where the project checkout, its environment and its data may live (the working directory, this package,
     the trainer's `sys.prefix` and import path): hidden from programs by the `mountns` layer. A directory below a
     top-level directory that is not part of the system (`/work/proj`) hides that whole top-level directory."""
-    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the checkout
     roots = _python_roots(python)
     out: list[str] = []
     for path in (os.getcwd(), here, sys.prefix, *sys.path):
