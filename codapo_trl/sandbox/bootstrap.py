@@ -147,7 +147,7 @@ def setup_mounts(cfg):
     for path in cfg["hide"]:
         mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,nr_inodes=256,mode=0755")
     for path in cfg["private_tmp"]:
-        mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, f"size={cfg['tmp_kb']}k,nr_inodes=1024,mode=1777")
+        mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, f"size={int(cfg['tmp_kb'])}k,nr_inodes=1024,mode=1777")
     for path, fd in keep_fds:  # the interpreter, if it lived below a directory hidden above
         os.makedirs(path, mode=0o755, exist_ok=True)
         mount(f"/proc/self/fd/{fd}", path, None, MS_BIND | MS_REC)
@@ -155,7 +155,7 @@ def setup_mounts(cfg):
         os.close(fd)
     work = cfg["workdir"]
     os.makedirs(work, exist_ok=True)
-    opts = f"size={cfg['tmpfs_kb']}k,nr_inodes=4096,mode=0700"
+    opts = f"size={int(cfg['tmpfs_kb'])}k,nr_inodes=4096,mode=0700"  # int(): as %d did
     if cfg["uid"] is not None:
         opts += f",uid={cfg['uid']},gid={cfg['uid']}"
     mount("tmpfs", work, "tmpfs", MS_NOSUID | MS_NODEV, opts)
