@@ -112,10 +112,10 @@ def _detect(config: SandboxConfig, python: str) -> IsolationReport:
         candidates.append("seccomp")
     else:
         missing["seccomp"] = f"no syscall table for {platform.machine()}"
-    for layer in config.disable:
-        if layer in candidates:
-            candidates.remove(layer)
-            missing[layer] = "disabled by configuration"
+    for disabled in config.disable:
+        if disabled in candidates:
+            candidates.remove(disabled)
+            missing[disabled] = "disabled by configuration"
 
     for _ in range(len(ALL_LAYERS) + 1):
         active = tuple(candidates)
