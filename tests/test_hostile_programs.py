@@ -407,7 +407,7 @@ def test_project_checkout_and_home_are_hidden(config):
     targets = [
         os.path.join(REPO, "recipes", "data", "code_demo.jsonl"),
         os.path.join(REPO, "README.md"),
-        os.path.join(REPO, "codapo_trl", "sandbox.py"),
+        os.path.join(REPO, "codapo_trl", "sandbox", "runner.py"),
         os.path.expanduser("~/.bashrc"),
         "/etc/shadow",
     ]

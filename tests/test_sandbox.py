@@ -134,6 +134,13 @@ def test_fresh_working_directory_is_removed(sandbox):
     assert not os.path.exists(workdir) and not os.path.exists(os.path.dirname(workdir))
 
 
+def test_working_directory_holds_only_the_program(sandbox):
+    """The runner's copy (it is run by path from the working directory) and the harness's spec are deleted before
+    the program's first line: the program finds only itself there."""
+    result = sandbox.run("import os\nprint(sorted(os.listdir('.')))")
+    assert result.status is Status.OK and result.stdout == "['solution.py']\n", result
+
+
 def test_map_runs_in_parallel_and_keeps_order(default_sandbox):
     jobs = [(f"import time; time.sleep(0.3); print({i})", "") for i in range(4)]
     start = time.monotonic()

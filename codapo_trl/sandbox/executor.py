@@ -1,0 +1,472 @@
+"""The executor: runs one program at a time per slot under a given set of isolation layers.
+
+For each execution it writes the bootstrap's configuration, starts the bootstrap ([`codapo_trl.sandbox.bootstrap`],
+run by path), feeds stdin, collects stdout/stderr within their caps, reads the bootstrap's status pipe (set-up
+errors, exit status, resource usage) and the harness's report pipe (the confirmation, with the run's nonce), enforces
+the wall-clock limit, kills and sweeps what is left, and classifies the outcome into an [`ExecutionResult`].
+Detecting the layers and refusing to run below the floor is the job of [`codapo_trl.sandbox.Sandbox`].
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import math
+import os
+import platform
+import secrets
+import selectors
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Self
+
+from codapo_trl.sandbox.config import SCRIPT, ExecutionResult, Harness, IsolationReport, SandboxConfig, Status, _MiB
+from codapo_trl.sandbox.host import _default_python, _python_roots, _sweep_by_token, _UidPool
+from codapo_trl.sandbox.limits import _cgroup_slot, _Cgroups, _v1_cgroup_dirs, rlimits
+from codapo_trl.sandbox.mounts import (
+    _LANDLOCK_EXTRA_READ,
+    _PRIVATE_TMP_CANDIDATES,
+    _READ_ROOTS,
+    _masked_modules,
+    exposed_dirs,
+    hidden_dirs,
+)
+from codapo_trl.sandbox.seccomp import _build_seccomp_filter
+
+
+logger = logging.getLogger(__name__)
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+BOOTSTRAP_PATH = os.path.join(_HERE, "bootstrap.py")
+RUNNER_PATH = os.path.join(_HERE, "runner.py")
+RUNNER_COPY_NAME = ".codapo_runner.py"  # in the run's working directory, where the bootstrap copies the runner
+
+
+class Executor:
+    """Runs Python programs under the isolation layers of `isolation`, up to `max_workers` at a time.
+
+    It neither detects the layers nor checks the isolation floor: use [`codapo_trl.sandbox.Sandbox`], which does
+    both (the detector itself runs its probes here).
+
+    Args:
+        config (`SandboxConfig`, *optional*): limits and options.
+        max_workers (`int`): executions run concurrently by [`Executor.map`] (and at most this many by concurrent
+            [`Executor.run`] calls on this instance).
+        isolation (`IsolationReport`): layers to use.
+    """
+
+    def __init__(self, config: SandboxConfig | None, max_workers: int, isolation: IsolationReport) -> None:
+        if sys.platform != "linux":
+            raise RuntimeError("the codapo_trl sandbox needs Linux")
+        self.config = config or SandboxConfig()
+        self.max_workers = max(1, int(max_workers))
+        self.isolation = isolation
+        self._python = self.config.python_executable or _default_python()
+        self._slots = threading.BoundedSemaphore(self.max_workers)
+        self._free_slots = list(range(self.max_workers))  # list.pop/append are atomic; guarded by _slots
+        self._executor: ThreadPoolExecutor | None = None
+        self._executor_lock = threading.Lock()
+        self._uid_pool = _UidPool(self.config.uid_base, self.config.uid_count) if self._has("uid") else None
+        # Moving a process into a v1 cgroup costs ~10-30 ms (an RCU grace period). The cgroups only add protection
+        # when the program can create processes: a single process (and its threads) is already bounded by
+        # RLIMIT_AS, RLIMIT_CPU and the tmpfs sizes. So they are used when `allow_fork=True` or without seccomp.
+        self.uses_cgroups = self._has("cgroup") and (self.config.allow_fork or not self._has("seccomp"))
+        self._cgroup_parents = _v1_cgroup_dirs() if self.uses_cgroups else None
+        self._seccomp: dict | None = None
+        if self._has("seccomp"):
+            prog, patch = _build_seccomp_filter(platform.machine(), self.config.allow_fork)
+            self._seccomp = {"prog": prog.hex(), "self_insns": patch}
+
+    def _has(self, layer: str) -> bool:
+        return layer in self.isolation.active
+
+    # ---------------------------------------------------------------------------------------------- public API
+
+    def run(self, source: str, stdin: str | bytes = "", harness: Harness = SCRIPT) -> ExecutionResult:
+        """Run `source` as a Python program with `stdin` as its standard input, within the configured limits, under
+        `harness` (by default: as a script, confirmed when it ends normally)."""
+        with self._slots:
+            slot = self._free_slots.pop()
+            try:
+                if self._uid_pool is not None:
+                    with self._uid_pool.lease() as uid:
+                        return self._run(source, stdin, harness, uid, f"codapo-sbx-uid{uid}")
+                return self._run(source, stdin, harness, None, f"codapo-sbx-{os.getpid()}-{id(self):x}-{slot}")
+            except Exception as exc:  # never let a sandbox failure take training down
+                logger.exception("sandbox: execution failed")
+                return ExecutionResult(Status.SANDBOX_ERROR, reason=f"sandbox failure: {type(exc).__name__}: {exc}")
+            finally:
+                self._free_slots.append(slot)
+
+    def map(self, jobs: Sequence[tuple]) -> list[ExecutionResult]:
+        """Run many `(source, stdin)` or `(source, stdin, harness)` jobs, `max_workers` at a time; results are in
+        input order."""
+        if not jobs:
+            return []
+        if len(jobs) == 1 or self.max_workers == 1:
+            return [self.run(*job) for job in jobs]
+        return list(self._pool().map(lambda job: self.run(*job), jobs))
+
+    def close(self) -> None:
+        """Shut the worker threads down (running executions finish first)."""
+        with self._executor_lock:
+            if self._executor is not None:
+                self._executor.shutdown(wait=True)
+                self._executor = None
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _pool(self) -> ThreadPoolExecutor:
+        with self._executor_lock:
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(self.max_workers, thread_name_prefix="codapo-sandbox")
+            return self._executor
+
+    # ---------------------------------------------------------------------------------------------- internals
+
+    def _run(
+        self, source: str, stdin: str | bytes, harness: Harness, uid: int | None, slot_name: str
+    ) -> ExecutionResult:
+        cfg = self.config
+        start = time.monotonic()
+        base = cfg.base_dir or tempfile.gettempdir()
+        rundir = tempfile.mkdtemp(prefix="codapo-sbx-", dir=base)
+        cgroups: _Cgroups | None = None
+        proc: subprocess.Popen | None = None
+        status_r = status_w = report_r = report_w = -1
+        token = secrets.token_hex(16)
+        nonce = secrets.token_hex(16)
+        try:
+            os.chmod(rundir, 0o711)
+            workdir = os.path.join(rundir, "work")
+            os.mkdir(workdir, 0o700)
+            mountns = self._has("mountns")
+            if self._cgroup_parents is not None:
+                cgroups = _cgroup_slot(self._cgroup_parents, slot_name)
+                cgroups.prepare((cfg.memory_mb + 128) * _MiB, cfg.max_processes + 4)
+            env = {
+                "PATH": "/usr/local/bin:/usr/bin:/bin",
+                "HOME": workdir,
+                "TMPDIR": workdir,
+                "LANG": "C.UTF-8",
+                "LC_ALL": "C.UTF-8",
+                "CODAPO_SANDBOX_RUN": token,
+            }
+            read_roots = sorted({*_python_roots(self._python), *_READ_ROOTS, workdir})
+            argv = [
+                self._python,
+                *cfg.python_flags,
+                os.path.join(workdir, RUNNER_COPY_NAME),
+                workdir,
+                "\x01".join(read_roots),
+                "1" if self._has("audit") else "0",
+                "{report_fd}",
+            ]
+            status_r, status_w = os.pipe()
+            report_r, report_w = os.pipe()
+            child_cfg = {
+                "status_fd": status_w,
+                "report_fd": report_w,
+                "harness": harness.spec(nonce),
+                "mask_files": _masked_modules(self._python) if mountns else [],
+                "source": source,
+                "runner": {"source": RUNNER_PATH, "copy": os.path.join(workdir, RUNNER_COPY_NAME)},
+                "workdir": workdir,
+                "uid": uid,
+                "userns": self._has("userns"),
+                "inner_id": os.geteuid() or 1000,
+                "netns": self._has("netns"),
+                "pidns": self._has("pidns"),
+                "mountns": mountns,
+                "strict_readonly": False,
+                "expose": exposed_dirs(self._python, cfg.base_dir) if mountns else [],
+                "hide": hidden_dirs(self._python, cfg.base_dir) if mountns else [],
+                "private_tmp": [p for p in _PRIVATE_TMP_CANDIDATES if os.path.isdir(p) and not os.path.islink(p)],
+                "tmp_kb": 16 * 1024,
+                "tmpfs_kb": cfg.tmpfs_mb * 1024,
+                "cgroup_procs": cgroups.procs_files if cgroups else [],
+                "seccomp": self._seccomp,
+                "landlock": {"read": [*read_roots, *_LANDLOCK_EXTRA_READ], "write": workdir}
+                if self._has("landlock")
+                else None,
+                "rlimits": rlimits(cfg, self.isolation.active, self.max_workers),
+                "nice": cfg.nice,
+                "alarm": int(math.ceil(cfg.timeout)) + 5,
+                "argv": argv,
+                "env": env,
+            }
+            config_path = os.path.join(rundir, "config.json")
+            fd = os.open(config_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as f:
+                json.dump(child_cfg, f)
+            stdin_bytes = stdin.encode() if isinstance(stdin, str) else bytes(stdin)
+            # stdin is a pipe fed by `_supervise` (a file would have to be readable by the sandbox uid and inside
+            # Landlock's read hierarchy for `open("/dev/stdin")` to work).
+            proc = subprocess.Popen(
+                [self._python, "-I", "-S", "-B", BOOTSTRAP_PATH, config_path],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                pass_fds=(status_w, report_w),
+                env=env,
+                cwd=rundir,
+                start_new_session=True,
+                close_fds=True,
+            )
+            os.close(status_w)
+            os.close(report_w)
+            status_w = report_w = -1
+            return self._supervise(proc, status_r, report_r, nonce, start, token, cgroups, stdin_bytes)
+        finally:
+            if proc is not None:
+                self._kill(proc, token, cgroups, sweep=False)
+                for stream in (proc.stdin, proc.stdout, proc.stderr):
+                    if stream is not None:
+                        with contextlib.suppress(OSError):
+                            stream.close()
+                try:
+                    proc.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    logger.error("sandbox: bootstrap process %d did not exit after SIGKILL", proc.pid)
+            for fd in (status_r, status_w, report_r, report_w):
+                if fd >= 0:
+                    with contextlib.suppress(OSError):
+                        os.close(fd)
+            if cgroups is not None:
+                cgroups.kill_all()
+            shutil.rmtree(rundir, ignore_errors=True)
+
+    def _kill(self, proc: subprocess.Popen, token: str, cgroups: _Cgroups | None, sweep: bool) -> None:
+        """Fallback when the bootstrap did not clean up after itself: kill its process group, whatever carries the
+        run's token (without a PID namespace) and whatever is left in the run's cgroups."""
+        # The bootstrap has not been reaped yet (nothing polls it before this point), so its process-group id
+        # cannot have been recycled.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        if sweep and not self._has("pidns"):
+            _sweep_by_token(token.encode())
+        if cgroups is not None:
+            cgroups.kill_all()
+
+    @staticmethod
+    def _stop(proc: subprocess.Popen) -> None:
+        """Ask the bootstrap to kill the program (it then reports, cleans up and exits)."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(proc.pid, signal.SIGUSR1)
+
+    def _supervise(
+        self,
+        proc: subprocess.Popen,
+        status_r: int,
+        report_r: int,
+        nonce: str,
+        start: float,
+        token: str,
+        cgroups: _Cgroups | None,
+        stdin: bytes,
+    ) -> ExecutionResult:
+        cfg = self.config
+        cap, tail_cap = cfg.max_output_bytes, cfg.stderr_tail_bytes
+        out = bytearray()
+        err_tail = bytearray()
+        err_total = 0
+        status_buf = bytearray()
+        report_buf = bytearray()
+        limit_hit: str | None = None
+        timed_out = False
+        clean_exit = False  # the bootstrap reported and exited by itself
+        deadline = start + cfg.timeout  # the program's wall-clock limit
+        stop_deadline: float | None = None  # after asking the bootstrap to stop
+        drain_deadline: float | None = None  # after the bootstrap exited
+        sel = selectors.DefaultSelector()
+        assert proc.stdout is not None and proc.stderr is not None
+        sel.register(proc.stdout.fileno(), selectors.EVENT_READ, "out")
+        sel.register(proc.stderr.fileno(), selectors.EVENT_READ, "err")
+        sel.register(status_r, selectors.EVENT_READ, "status")
+        sel.register(report_r, selectors.EVENT_READ, "report")
+        assert proc.stdin is not None
+        stdin_fd, stdin_pos = proc.stdin.fileno(), 0
+        if stdin:
+            os.set_blocking(stdin_fd, False)
+            sel.register(stdin_fd, selectors.EVENT_WRITE, "stdin")
+        else:
+            proc.stdin.close()
+
+        def stop(now: float) -> None:
+            nonlocal stop_deadline
+            if stop_deadline is None:
+                self._stop(proc)
+                stop_deadline = now + 2.0
+
+        try:
+            while sel.get_map():
+                now = time.monotonic()
+                exited = b'"event": "exit"' in status_buf  # the program is gone; the bootstrap is cleaning up
+                if drain_deadline is None and stop_deadline is None and not exited and now >= deadline:
+                    timed_out = True
+                    stop(now)
+                elif exited and drain_deadline is None and stop_deadline is None and now >= deadline:
+                    stop_deadline = now + 2.0  # give the clean-up a bounded time
+                limits = [t for t in (deadline, stop_deadline, drain_deadline) if t is not None]
+                if (stop_deadline is not None and now >= stop_deadline) or (
+                    drain_deadline is not None and now >= drain_deadline
+                ):
+                    break
+                wait = max(0.0, min(t for t in limits if t > now) - now) if any(t > now for t in limits) else 0.0
+                for key, _ in sel.select(wait):
+                    if key.data == "stdin":
+                        try:
+                            stdin_pos += os.write(stdin_fd, stdin[stdin_pos : stdin_pos + 65536])
+                        except BlockingIOError:
+                            continue
+                        except OSError:  # the program closed its stdin or exited: it does not want the rest
+                            stdin_pos = len(stdin)
+                        if stdin_pos >= len(stdin):
+                            sel.unregister(stdin_fd)
+                            proc.stdin.close()
+                        continue
+                    try:
+                        data = os.read(key.fd, 65536)
+                    except BlockingIOError:
+                        continue
+                    if not data:
+                        sel.unregister(key.fd)
+                        if key.data == "status":
+                            # The bootstrap is gone; it cleaned up after the program if it reported the exit.
+                            clean_exit = b'"event": "exit"' in status_buf
+                            drain_deadline = time.monotonic() + 0.5
+                        continue
+                    if key.data == "status":
+                        status_buf += data
+                    elif key.data == "report":
+                        if len(report_buf) + len(data) > cap:
+                            limit_hit = "the harness channel"
+                            stop(time.monotonic())
+                        report_buf += data
+                    elif limit_hit is not None:
+                        continue  # discard output while the program is being stopped
+                    elif key.data == "out":
+                        if len(out) + len(data) > cap:
+                            out += data[: cap - len(out)]
+                            limit_hit = "stdout"
+                            stop(time.monotonic())
+                        else:
+                            out += data
+                    else:
+                        err_total += len(data)
+                        err_tail += data
+                        if len(err_tail) > tail_cap:
+                            del err_tail[: len(err_tail) - tail_cap]
+                        if err_total > cap:
+                            limit_hit = "stderr"
+                            stop(time.monotonic())
+        finally:
+            sel.close()
+        if not clean_exit:
+            logger.debug("sandbox: bootstrap %d did not finish by itself; killing its tree", proc.pid)
+        self._kill(proc, token, cgroups, sweep=not clean_exit)
+        wall = time.monotonic() - start
+        result = ExecutionResult(
+            Status.OK,
+            stdout=out.decode("utf-8", "replace"),
+            stderr=err_tail.decode("utf-8", "replace"),
+            wall_time=wall,
+        )
+        events = [json.loads(line) for line in status_buf.decode("utf-8", "replace").splitlines() if line.strip()]
+        exit_event = next((e for e in events if e.get("event") == "exit"), None)
+        setup_error = next((e for e in events if e.get("event") == "setup_error"), None)
+        program_event = next((e for e in events if e.get("event") == "program"), None)
+        if exit_event:
+            result.exit_code = exit_event.get("exit_code")
+            result.signal = exit_event.get("signal")
+            result.cpu_time = exit_event.get("cpu_time")
+            result.max_rss_mb = (exit_event.get("max_rss_kb") or 0) / 1024
+            if program_event is not None and result.signal is None:  # the program (PID 2) was killed by a signal
+                result.exit_code, result.signal = None, program_event.get("signal")
+        unconfirmed = _read_confirmation(result, bytes(report_buf), nonce)
+        oom = cgroups.oom_killed() if cgroups is not None else False
+        self._classify(result, limit_hit, timed_out, setup_error, exit_event, oom, unconfirmed)
+        return result
+
+    def _classify(
+        self,
+        result: ExecutionResult,
+        limit_hit: str | None,
+        timed_out: bool,
+        setup_error: dict | None,
+        exit_event: dict | None,
+        oom: bool,
+        unconfirmed: str | None = None,
+    ) -> None:
+        cfg = self.config
+        cpu_limit = max(1, math.ceil(cfg.cpu_time if cfg.cpu_time is not None else cfg.timeout))
+        last_err = next((ln.strip() for ln in reversed(result.stderr.splitlines()) if ln.strip()), "")
+        if limit_hit:
+            result.status = Status.OUTPUT_LIMIT
+            result.reason = f"{limit_hit} exceeded {cfg.max_output_bytes} bytes"
+        elif setup_error:
+            result.status = Status.SANDBOX_ERROR
+            result.reason = f"sandbox set-up failed at {setup_error.get('stage')}: {setup_error.get('error')}"
+            result.stage = setup_error.get("stage")
+        elif timed_out:
+            result.status = Status.TIMEOUT
+            result.reason = f"wall-clock limit of {cfg.timeout:g}s exceeded"
+        elif exit_event is None:
+            result.status = Status.SANDBOX_ERROR
+            result.reason = "the sandbox bootstrap exited without a report" + (f": {last_err}" if last_err else "")
+        elif result.signal in (signal.SIGXCPU,) or (
+            result.signal == signal.SIGKILL and (result.cpu_time or 0) >= cpu_limit - 0.05
+        ):
+            result.status = Status.TIMEOUT
+            result.reason = f"CPU-time limit of {cpu_limit}s exceeded"
+        elif oom or "MemoryError" in last_err or (result.exit_code and "Cannot allocate memory" in result.stderr):
+            result.status = Status.MEMORY
+            result.reason = f"memory limit of {cfg.memory_mb} MiB exceeded" + (" (OOM kill)" if oom else "")
+        elif result.signal == signal.SIGXFSZ:
+            result.status = Status.RUNTIME_ERROR
+            result.reason = f"file-size limit of {cfg.max_file_mb} MiB exceeded"
+        elif result.signal is not None:
+            result.status = Status.RUNTIME_ERROR
+            result.reason = f"killed by {signal.Signals(result.signal).name}"
+        elif result.exit_code != 0:
+            result.status = Status.RUNTIME_ERROR
+            result.reason = f"exit code {result.exit_code}" + (f": {last_err[:200]}" if last_err else "")
+            if result.harness_value and not result.confirmed:
+                result.reason += f" (harness: {result.harness_value[:200]})"
+        elif unconfirmed is not None:
+            result.status = Status.RUNTIME_ERROR
+            result.reason = unconfirmed
+        else:
+            result.status = Status.OK
+
+
+def _read_confirmation(result: ExecutionResult, report: bytes, nonce: str) -> str | None:
+    """Read the harness's channel into `result`; return why the run is not confirmed, or `None` if it is.
+
+    The channel must hold exactly one line, `<nonce> ok[ <value>]` or `<nonce> fail <message>`, written by the
+    harness after the program returned; anything else means the program ended early or wrote to the channel."""
+    text = report.decode("utf-8", "replace")
+    if not text:
+        return "the program ended without the harness's confirmation (it exited, was killed or closed the channel)"
+    lines = text.split("\n")
+    if len(lines) != 2 or lines[1] != "" or not secrets.compare_digest(lines[0][: len(nonce) + 1], nonce + " "):
+        return "the harness's channel was tampered with (unexpected content); not confirmed"
+    verdict = lines[0][len(nonce) + 1 :]
+    if verdict == "ok" or verdict.startswith("ok "):
+        result.confirmed = True
+        result.harness_value = verdict[3:] if verdict.startswith("ok ") else None
+        return None
+    result.harness_value = verdict[5:] if verdict.startswith("fail ") else verdict
+    return f"the harness reports: {result.harness_value[:300]}"

@@ -1,0 +1,144 @@
+"""seccomp: a tiny classic-BPF deny-list, assembled here and installed by the bootstrap just before the exec.
+
+Syscall numbers for the two architectures we support (x86_64, aarch64).
+"""
+
+from __future__ import annotations
+
+import struct
+
+
+_AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
+_SYSCALLS = {
+    # name: (x86_64, aarch64); -1 where the syscall does not exist
+    "socket": (41, 198),
+    "socketpair": (53, 199),
+    "ptrace": (101, 117),
+    "process_vm_readv": (310, 270),
+    "process_vm_writev": (311, 271),
+    "process_madvise": (440, 440),
+    "pidfd_open": (434, 434),
+    "pidfd_getfd": (438, 438),
+    "pidfd_send_signal": (424, 424),
+    "tkill": (200, 130),
+    "mount": (165, 40),
+    "umount2": (166, 39),
+    "pivot_root": (155, 41),
+    "chroot": (161, 51),
+    "unshare": (272, 97),
+    "setns": (308, 268),
+    "keyctl": (250, 219),
+    "add_key": (248, 217),
+    "request_key": (249, 218),
+    "bpf": (321, 280),
+    "perf_event_open": (298, 241),
+    "userfaultfd": (323, 282),
+    "kexec_load": (246, 104),
+    "kexec_file_load": (320, 294),
+    "init_module": (175, 105),
+    "finit_module": (313, 273),
+    "delete_module": (176, 106),
+    "reboot": (169, 142),
+    "swapon": (167, 224),
+    "swapoff": (168, 225),
+    "acct": (163, 89),
+    "settimeofday": (164, 170),
+    "open_by_handle_at": (304, 265),
+    "io_uring_setup": (425, 425),
+    "fsopen": (430, 430),
+    "fsconfig": (431, 431),
+    "fsmount": (432, 432),
+    "fspick": (433, 433),
+    "move_mount": (429, 429),
+    "open_tree": (428, 428),
+    "mount_setattr": (442, 442),
+    "open_tree_attr": (467, 467),
+    "clock_settime": (227, 112),
+    "clock_adjtime": (305, 266),
+    "adjtimex": (159, 171),
+    "syslog": (103, 116),
+    "sethostname": (170, 161),
+    "setdomainname": (171, 162),
+    "quotactl": (179, 60),
+    "quotactl_fd": (443, 443),
+    "name_to_handle_at": (303, 264),
+    "lookup_dcookie": (212, 18),
+    "vhangup": (153, 58),
+    "fanotify_init": (300, 262),
+    "kcmp": (312, 272),
+    "iopl": (172, -1),
+    "ioperm": (173, -1),
+    "modify_ldt": (154, -1),
+    "uselib": (134, -1),
+    "_sysctl": (156, -1),
+    "nfsservctl": (180, 42),
+    "process_mrelease": (448, 448),
+    "fork": (57, -1),
+    "vfork": (58, -1),
+}
+# Signal-sending syscalls whose first argument (a pid / tgid) must be the program itself.
+_SELF_ONLY = {"kill": (62, 129), "tgkill": (234, 131), "rt_sigqueueinfo": (129, 138), "rt_tgsigqueueinfo": (297, 240)}
+_CLONE = {"clone": (56, 220), "clone3": (435, 435)}
+_CLONE_THREAD = 0x00010000
+# CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET
+_CLONE_NEW_ANY = 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000 | 0x40000000
+SECCOMP_SELF_PLACEHOLDER = 0x7FFFFFF7
+
+
+def _build_seccomp_filter(arch: str, allow_fork: bool) -> tuple[bytes, list[int]]:
+    """Assemble the classic-BPF deny-list (a `sock_filter[]`) for `arch`.
+
+    Returns the program and the indices of the instructions whose constant must be replaced by the program's own
+    pid (known only in the child, after the PID namespace is entered). Denied syscalls fail with `EPERM` (so
+    programs see an ordinary error); a foreign architecture is killed.
+    """
+
+    col = 0 if arch == "x86_64" else 1
+    ld_w_abs, jeq_k, jset_k, ret_k = 0x20, 0x15, 0x45, 0x06
+    allow, eperm, kill = 0x7FFF0000, 0x00050000 | 1, 0x80000000
+    enosys = 0x00050000 | 38
+    off_nr, off_arch, off_arg0 = 0, 4, 16  # struct seccomp_data; arg0's low 32 bits on little endian
+
+    insns: list[list[int]] = [
+        [ld_w_abs, 0, 0, off_arch],
+        [jeq_k, 1, 0, _AUDIT_ARCH[arch]],
+        [ret_k, 0, 0, kill],
+        [ld_w_abs, 0, 0, off_nr],
+    ]
+    if arch == "x86_64":  # refuse the x32 ABI (syscall numbers with bit 30 set)
+        insns += [[jset_k, 0, 1, 0x40000000], [ret_k, 0, 0, eperm]]
+    patch: list[int] = []
+    for name, nrs in _SELF_ONLY.items():
+        # if nr == X: A = arg0; if A == self (or 0 = own process group, for kill) allow else EPERM
+        body: list[list[int]] = [[ld_w_abs, 0, 0, off_arg0]]
+        checks = [SECCOMP_SELF_PLACEHOLDER] + ([0] if name == "kill" else [])
+        for i, value in enumerate(checks):
+            body.append([jeq_k, len(checks) - i, 0, value])  # jump over the remaining checks and RET EPERM
+        body += [[ret_k, 0, 0, eperm], [ret_k, 0, 0, allow]]
+        insns.append([jeq_k, 0, len(body), nrs[col]])
+        base = len(insns)
+        for j, ins in enumerate(body):
+            if ins[3] == SECCOMP_SELF_PLACEHOLDER:
+                patch.append(base + j)
+        insns += body
+    # clone(): never into new namespaces; without allow_fork, threads only (CLONE_THREAD in the flags).
+    # clone3() -> ENOSYS (its flags are in memory, out of a filter's reach) so that libc falls back to clone().
+    insns += [
+        [jeq_k, 0, 5 if not allow_fork else 4, _CLONE["clone"][col]],
+        [ld_w_abs, 0, 0, off_arg0],
+        [jset_k, 1, 0, _CLONE_NEW_ANY] if not allow_fork else [jset_k, 0, 1, _CLONE_NEW_ANY],
+    ]
+    if not allow_fork:
+        insns += [[jset_k, 1, 0, _CLONE_THREAD]]
+    insns += [
+        [ret_k, 0, 0, eperm],
+        [ret_k, 0, 0, allow],
+        [jeq_k, 0, 1, _CLONE["clone3"][col]],
+        [ret_k, 0, 0, enosys],
+    ]
+    for name, nrs in _SYSCALLS.items():
+        if nrs[col] < 0 or (allow_fork and name in ("fork", "vfork")):
+            continue
+        insns += [[jeq_k, 0, 1, nrs[col]], [ret_k, 0, 0, eperm]]
+    insns.append([ret_k, 0, 0, allow])
+    return b"".join(struct.pack("=HBBI", *ins) for ins in insns), patch
