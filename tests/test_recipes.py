@@ -1,22 +1,24 @@
 """The main job: every recipe parses against the pinned TRL, the accelerate configs load, the script runs end to end."""
 
+import importlib
 import json
 import os
+import runpy
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
 import yaml
 from trl import GRPOConfig
 
+from codapo_trl import CoDaPOConfig
+from codapo_trl.jobs.running import resume_checkpoint
+from codapo_trl.jobs.train import parse, recipe_codapo_keys, train
+
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "recipes"))
-
-import codapo_math  # noqa: E402
-
-from codapo_trl import CoDaPOConfig  # noqa: E402
 
 
 RECIPES = sorted((ROOT / "recipes").rglob("config_*.yaml"))
@@ -36,7 +38,7 @@ def test_there_are_recipes_for_the_papers_setups():
 @pytest.mark.parametrize("recipe", RECIPES, ids=lambda p: str(p.relative_to(ROOT / "recipes")))
 def test_recipe_parses_with_the_pinned_trl(recipe):
     # TrlParser rejects unknown keys; --use_cpu lets GPU recipes (bf16) be validated on this machine
-    script_args, training_args, model_args = codapo_math.parse(["--config", str(recipe), "--use_cpu", "true"])
+    script_args, training_args, model_args = parse(["--config", str(recipe), "--use_cpu", "true"])
     raw = yaml.safe_load(recipe.read_text())
     assert script_args.algorithm == raw["algorithm"]
     expected_class = CoDaPOConfig if raw["algorithm"] in ("codapo", "gpg") else GRPOConfig
@@ -55,28 +57,54 @@ def test_recipe_parses_with_the_pinned_trl(recipe):
 
 
 def test_algorithm_presets_are_defaults_that_recipes_may_override(tmp_path):
-    _, args, _ = codapo_math.parse(["--output_dir", str(tmp_path), "--use_cpu", "true", "--algorithm", "dr_grpo"])
+    _, args, _ = parse(["--output_dir", str(tmp_path), "--use_cpu", "true", "--algorithm", "dr_grpo"])
     assert type(args) is GRPOConfig and args.loss_type == "dr_grpo"
-    _, args, _ = codapo_math.parse(["--output_dir", str(tmp_path), "--use_cpu", "true", "--algorithm", "gpg"])
+    _, args, _ = parse(["--output_dir", str(tmp_path), "--use_cpu", "true", "--algorithm", "gpg"])
     assert args.loss_type == "gpg" and not args.codapo_weighting and not args.codapo_sampling
-    _, args, _ = codapo_math.parse(
+    _, args, _ = parse(
         ["--output_dir", str(tmp_path), "--use_cpu", "true", "--algorithm", "grpo", "--loss_type", "bnpo"]
     )
     assert args.loss_type == "bnpo"
     with pytest.raises(ValueError, match="runs TRL's GRPOTrainer"):
-        codapo_math.parse(
-            ["--output_dir", str(tmp_path), "--use_cpu", "true", "--algorithm", "grpo", "--loss_type", "codapo"]
-        )
+        parse(["--output_dir", str(tmp_path), "--use_cpu", "true", "--algorithm", "grpo", "--loss_type", "codapo"])
 
 
 def test_baseline_algorithm_on_a_codapo_recipe_is_a_clear_error():
     recipe = ROOT / "recipes/SmolLM2-135M-Instruct/codapo/config_demo.yaml"
     with pytest.raises(ValueError, match="sets CoDaPO options"):
-        codapo_math.parse(["--config", str(recipe), "--algorithm", "grpo"])
+        parse(["--config", str(recipe), "--algorithm", "grpo"])
+
+
+def test_codapo_keys_are_read_from_the_parsed_recipe(tmp_path):
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(
+        'algorithm: grpo\n"codapo_top_k": 4\nnotes: |\n  codapo_weighting: true is only text here\ncodapo_sampling: false\n'
+    )
+    assert recipe_codapo_keys(recipe) == ["codapo_top_k", "codapo_sampling"]
+    recipe.write_text("algorithm: grpo\nnotes: |\n  codapo_weighting: true\n")
+    assert recipe_codapo_keys(recipe) == []
+
+
+def test_console_scripts_and_launchers_run_the_jobs(monkeypatch, capsys):
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    for script, module in (("codapo-train", "train"), ("codapo-train-code", "train_code"), ("codapo-demo", "demo")):
+        assert scripts[script] == f"codapo_trl.jobs.{module}:main"
+    for target in scripts.values():
+        module, function = target.split(":")
+        assert callable(getattr(importlib.import_module(module), function)), target
+    for launcher, expected in (
+        ("codapo_math.py", "--algorithm"),
+        ("codapo_code.py", "--algorithm"),
+        ("demo.py", "--eval-samples"),
+    ):
+        monkeypatch.setattr(sys, "argv", [launcher, "--help"])
+        with pytest.raises(SystemExit) as exit_info:
+            runpy.run_path(str(ROOT / "recipes" / launcher), run_name="__main__")
+        assert exit_info.value.code == 0 and expected in capsys.readouterr().out, launcher
 
 
 def test_no_arguments_means_the_embedded_default():
-    script_args, training_args, model_args = codapo_math.parse([])
+    script_args, training_args, model_args = parse([])
     assert model_args.model_name_or_path == "embedded/SmolLM2-135M-Instruct"
     assert script_args.dataset_name == "arithmetic" and training_args.use_cpu
 
@@ -112,7 +140,7 @@ def write_tiny_recipe(path: Path, model: str, output_dir: Path, **extra) -> Path
 def test_main_job_end_to_end_and_resume_on_request(tiny_model_dir, tmp_path):
     out = tmp_path / "run"
     recipe = write_tiny_recipe(tmp_path / "recipe.yaml", tiny_model_dir, out)
-    codapo_math.main(*codapo_math.parse(["--config", str(recipe)]))
+    train(*parse(["--config", str(recipe)]))
     for name in ("model.safetensors", "train_results.json", "trainer_state.json", "README.md", "checkpoint-2"):
         assert (out / name).exists(), name
     assert "codapo" in (out / "README.md").read_text().lower()
@@ -120,17 +148,15 @@ def test_main_job_end_to_end_and_resume_on_request(tiny_model_dir, tmp_path):
     assert [h["codapo/phase"] for h in state["log_history"] if "codapo/phase" in h] == [0.0, 1.0]
 
     # not asked: a fresh start (with a warning); asked: continue from the last checkpoint
-    assert codapo_math.resume_checkpoint(codapo_math.parse(["--config", str(recipe)])[1]) is None
-    args = codapo_math.parse(["--config", str(recipe), "--resume_from_checkpoint", "last", "--max_steps", "4"])
-    assert codapo_math.resume_checkpoint(args[1]) == str(out / "checkpoint-2")
-    codapo_math.main(*args)
+    assert resume_checkpoint(parse(["--config", str(recipe)])[1]) is None
+    args = parse(["--config", str(recipe), "--resume_from_checkpoint", "last", "--max_steps", "4"])
+    assert resume_checkpoint(args[1]) == str(out / "checkpoint-2")
+    train(*args)
     state = json.loads((out / "trainer_state.json").read_text())
     assert state["global_step"] == 4
     assert [h["codapo/phase"] for h in state["log_history"] if "codapo/phase" in h] == [0.0, 1.0, 0.0, 1.0]
     with pytest.raises(FileNotFoundError):
-        codapo_math.resume_checkpoint(
-            codapo_math.parse(["--config", str(recipe), "--resume_from_checkpoint", "nope"])[1]
-        )
+        resume_checkpoint(parse(["--config", str(recipe), "--resume_from_checkpoint", "nope"])[1])
 
 
 def run_zero3(recipe_args: list[str], tmp_path: Path) -> None:
