@@ -32,13 +32,12 @@ from pathlib import Path
 
 import yaml
 
+from codapo_trl.dynamics import BIN_LABELS
+from codapo_trl.evaluation import evaluate_model
+from codapo_trl.models import resolve_model_name_or_path
+
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from codapo_trl.dynamics import BIN_LABELS  # noqa: E402
-from codapo_trl.evaluation import evaluate_model  # noqa: E402
-from codapo_trl.models import resolve_model_name_or_path  # noqa: E402
 
 
 logger = logging.getLogger("compare")

@@ -121,9 +121,9 @@ configs:
 
 def build_fixtures(work: Path) -> None:
     """The hub ids TRL's tests load, as local folders under `work/trl-internal-testing`."""
-    sys.path.insert(0, str(ROOT / "tests"))
-    from tiny import build_tiny_model
     from transformers import AutoTokenizer, Qwen2Config, Qwen2ForSequenceClassification
+
+    from codapo_trl.testing import build_tiny_model
 
     hub = work / "trl-internal-testing"
     base = hub / CAUSAL_LM_IDS[0]

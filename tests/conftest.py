@@ -12,6 +12,6 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory):
     """Path to a tiny random Qwen2 causal LM with a character-level ChatML tokenizer, built offline."""
-    from tiny import build_tiny_model
+    from codapo_trl.testing import build_tiny_model
 
     return str(build_tiny_model(tmp_path_factory.mktemp("tiny-model")))

@@ -32,7 +32,8 @@ ZERO3_JSON = {
 
 def run_worker(out: Path, model: str, *options: str, accelerate_config: Path | None = None) -> list[dict]:
     out.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "TRL_EXPERIMENTAL_SILENCE": "1"}
+    pythonpath = os.pathsep.join([str(ROOT / "tests"), str(ROOT)])  # the worker imports `fakes` and `codapo_trl`
+    env = {**os.environ, "PYTHONPATH": pythonpath, "OMP_NUM_THREADS": "1", "TRL_EXPERIMENTAL_SILENCE": "1"}
     env.pop("ACCELERATE_USE_CPU", None)  # with a DeepSpeed config it would drop DeepSpeed after ZeRO-3 partitioned
     if accelerate_config is None:
         command = [sys.executable, str(WORKER), str(out), model, *options]
@@ -84,7 +85,7 @@ def check_two_ranks(records, reference, per_process_rows=6, num_generations=4, s
 
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory):
-    from tiny import build_tiny_model
+    from codapo_trl.testing import build_tiny_model
 
     return str(build_tiny_model(tmp_path_factory.mktemp("dist-model")))
 

@@ -1,4 +1,8 @@
-"""Offline builders for the tiny models the tests train: no network, a few hundred kB on disk."""
+"""Offline builders for the tiny models that the tests and the benchmarks train: no network, a few hundred kB on disk.
+
+    from codapo_trl.testing import build_tiny_model
+    build_tiny_model("/tmp/tiny")   # a random Qwen2 causal LM plus a ChatML tokenizer, loadable by path
+"""
 
 from __future__ import annotations
 
