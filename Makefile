@@ -69,7 +69,7 @@ QUALITY_VENV ?= .venv-quality
 QUALITY_PY := $(QUALITY_VENV)/bin/python
 QUALITY_STAMP := $(QUALITY_VENV)/.codapo-installed
 QUALITY_TOOLS ?= ruff==0.17.6 codespell==2.4.1
-LINT_PATHS := codapo_trl tests recipes benchmarks
+LINT_PATHS := codapo_trl tests recipes benchmarks experiments
 
 $(QUALITY_STAMP):
 	$(PYTHON) -m venv $(QUALITY_VENV)

@@ -1,7 +1,6 @@
 """Offline builders for the tiny models that the tests and the benchmarks train: no network, a few hundred kB on disk.
 
-    from codapo_trl.testing import build_tiny_model
-    build_tiny_model("/tmp/tiny")   # a random Qwen2 causal LM plus a ChatML tokenizer, loadable by path
+`build_tiny_model(path)` writes a random Qwen2 causal LM and its ChatML tokenizer to `path`, loadable by path.
 """
 
 from __future__ import annotations
