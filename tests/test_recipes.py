@@ -16,6 +16,7 @@ from trl import GRPOConfig
 from codapo_trl import CoDaPOConfig
 from codapo_trl.jobs.running import resume_checkpoint
 from codapo_trl.jobs.train import parse, recipe_codapo_keys, train
+from codapo_trl.testing import free_port
 
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -181,12 +182,13 @@ def run_zero3(recipe_args: list[str], tmp_path: Path) -> None:
     config.write_text(
         "compute_environment: LOCAL_MACHINE\ndistributed_type: DEEPSPEED\n"
         f"deepspeed_config:\n  deepspeed_config_file: {ds_json}\n  zero3_init_flag: true\n"
-        "machine_rank: 0\nmain_process_port: 29547\nnum_machines: 1\nnum_processes: 2\n"
+        "machine_rank: 0\nnum_machines: 1\nnum_processes: 2\n"
         "rdzv_backend: static\nsame_network: true\nuse_cpu: true\n"
     )
     env = {**os.environ, "OMP_NUM_THREADS": "1", "TRL_EXPERIMENTAL_SILENCE": "1"}
     env.pop("ACCELERATE_USE_CPU", None)
     command = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(config)]
+    command += ["--main_process_port", str(free_port())]
     result = subprocess.run(
         command + [str(ROOT / "recipes" / "codapo_math.py"), *recipe_args],
         env=env,
