@@ -1,18 +1,13 @@
-"""Deterministic stand-ins for the parts of a training run the tests must control (data, rollouts, rewards), and the
-small helpers that build a test trainer's config and record what it generated."""
+"""Deterministic stand-ins for the parts of a training run the tests must control: data, rollouts, rewards."""
 
 from __future__ import annotations
 
 import hashlib
 import math
-from unittest.mock import patch
 
 import torch
 from datasets import Dataset
 from transformers import TrainerCallback
-from trl import GRPOTrainer
-
-from codapo_trl import CoDaPOConfig
 
 
 def question_dataset(n: int = 16) -> Dataset:
@@ -78,51 +73,3 @@ class GradRecorder(TrainerCallback):
 
     def on_pre_optimizer_step(self, args, state, control, model=None, **kwargs):
         self.grads.append({n: p.grad.detach().clone() for n, p in model.named_parameters() if p.grad is not None})
-
-
-def make_args(tmp_path, config_class=CoDaPOConfig, **overrides) -> CoDaPOConfig:
-    settings = dict(
-        output_dir=str(tmp_path / "out"),
-        per_device_train_batch_size=8,
-        gradient_accumulation_steps=1,
-        num_generations=4,
-        max_completion_length=8,
-        max_steps=2,
-        logging_steps=1,
-        learning_rate=0.1,
-        lr_scheduler_type="constant",
-        max_grad_norm=0.0,
-        report_to="none",
-        use_cpu=True,
-        save_strategy="no",
-        seed=42,
-        disable_tqdm=True,
-    )
-    settings.update(overrides)
-    return config_class(**settings)
-
-
-def record_parent_generations(trainer):
-    """Wrap TRL's own `_generate_and_score_completions` (the parent's), recording each call's input rows."""
-    calls = []
-    original = GRPOTrainer._generate_and_score_completions
-
-    def spy(self, inputs):
-        calls.append([row["prompt"][-1]["content"] for row in inputs])
-        return original(self, inputs)
-
-    return calls, patch.object(GRPOTrainer, "_generate_and_score_completions", spy)
-
-
-def record_outputs(trainer):
-    """Wrap the trainer's `_generate_and_score_completions`: one unshuffled generation output per update."""
-    outputs = []
-    original = trainer._generate_and_score_completions
-
-    def spy(inputs):
-        out = original(inputs)
-        outputs.append({k: (v.detach().clone() if isinstance(v, torch.Tensor) else v) for k, v in out.items()})
-        return out
-
-    trainer._generate_and_score_completions = spy
-    return outputs

@@ -13,8 +13,6 @@ from pathlib import Path
 import pytest
 import torch
 
-from codapo_trl.testing import free_port
-
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKER = ROOT / "tests" / "workers" / "train_codapo.py"
@@ -34,15 +32,14 @@ ZERO3_JSON = {
 
 def run_worker(out: Path, model: str, *options: str, accelerate_config: Path | None = None) -> list[dict]:
     out.mkdir(parents=True, exist_ok=True)
-    pythonpath = os.pathsep.join([str(ROOT / "tests"), str(ROOT)])  # the worker imports `fakes` and `codapo_trl`
-    env = {**os.environ, "PYTHONPATH": pythonpath, "OMP_NUM_THREADS": "1", "TRL_EXPERIMENTAL_SILENCE": "1"}
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "TRL_EXPERIMENTAL_SILENCE": "1"}
     env.pop("ACCELERATE_USE_CPU", None)  # with a DeepSpeed config it would drop DeepSpeed after ZeRO-3 partitioned
     if accelerate_config is None:
         command = [sys.executable, str(WORKER), str(out), model, *options]
     else:
         command = [
             sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(accelerate_config),
-            "--main_process_port", str(free_port()), str(WORKER), str(out), model, *options,
+            str(WORKER), str(out), model, *options,
         ]  # fmt: skip
     result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-5000:]
@@ -128,7 +125,7 @@ def test_deepspeed_zero3_two_processes(model_dir, single_process, tmp_path):
     config.write_text(
         "compute_environment: LOCAL_MACHINE\ndistributed_type: DEEPSPEED\n"
         f"deepspeed_config:\n  deepspeed_config_file: {ds_json}\n  zero3_init_flag: true\n"
-        "machine_rank: 0\nnum_machines: 1\nnum_processes: 2\n"
+        "machine_rank: 0\nmain_process_port: 29543\nnum_machines: 1\nnum_processes: 2\n"
         "rdzv_backend: static\nsame_network: true\nuse_cpu: true\n"
     )
     records = run_worker(tmp_path / "run", model_dir, "per_device=6", accelerate_config=config)

@@ -7,7 +7,8 @@ import random
 import numpy as np
 import pytest
 import torch
-from fakes import deterministic_rollout, hash_reward, make_args, question_dataset, record_outputs
+from fakes import deterministic_rollout, hash_reward, question_dataset
+from test_trainer import make_args, record_outputs
 
 from codapo_trl import CoDaPOTrainer, GRPODynamicsTrainer
 from codapo_trl.dynamics import (

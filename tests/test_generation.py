@@ -5,15 +5,8 @@ from unittest.mock import patch
 
 import pytest
 import torch
-from fakes import (
-    deterministic_rollout,
-    hash_reward,
-    make_args,
-    parity_reward,
-    question_dataset,
-    record_outputs,
-    record_parent_generations,
-)
+from fakes import deterministic_rollout, hash_reward, parity_reward, question_dataset
+from test_trainer import make_args, record_outputs, record_parent_generations
 from transformers import GenerationMixin
 
 from codapo_trl import CoDaPOConfig, CoDaPOTrainer, GRPODynamicsTrainer

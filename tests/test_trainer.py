@@ -6,26 +6,66 @@ from unittest.mock import patch
 
 import pytest
 import torch
-from fakes import (
-    GradRecorder,
-    deterministic_rollout,
-    hash_reward,
-    make_args,
-    parity_reward,
-    question_dataset,
-    record_outputs,
-    record_parent_generations,
-)
+from fakes import GradRecorder, deterministic_rollout, hash_reward, parity_reward, question_dataset
 from transformers import TrainerCallback
+from trl import GRPOTrainer
 
-from codapo_trl import CoDaPOTrainer, coda
+from codapo_trl import CoDaPOConfig, CoDaPOTrainer, coda
 
 
 SHAPES = sorted(coda.VALUE_FUNCTIONS)
 
 
+def make_args(tmp_path, config_class=CoDaPOConfig, **overrides) -> CoDaPOConfig:
+    settings = dict(
+        output_dir=str(tmp_path / "out"),
+        per_device_train_batch_size=8,
+        gradient_accumulation_steps=1,
+        num_generations=4,
+        max_completion_length=8,
+        max_steps=2,
+        logging_steps=1,
+        learning_rate=0.1,
+        lr_scheduler_type="constant",
+        max_grad_norm=0.0,
+        report_to="none",
+        use_cpu=True,
+        save_strategy="no",
+        seed=42,
+        disable_tqdm=True,
+    )
+    settings.update(overrides)
+    return config_class(**settings)
+
+
 def phases(trainer) -> list[float]:
     return [h["codapo/phase"] for h in trainer.state.log_history if "codapo/phase" in h]
+
+
+def record_parent_generations(trainer):
+    """Wrap TRL's own `_generate_and_score_completions` (the parent's), recording each call's input rows."""
+    calls = []
+    original = GRPOTrainer._generate_and_score_completions
+
+    def spy(self, inputs):
+        calls.append([row["prompt"][-1]["content"] for row in inputs])
+        return original(self, inputs)
+
+    return calls, patch.object(GRPOTrainer, "_generate_and_score_completions", spy)
+
+
+def record_outputs(trainer):
+    """Wrap the trainer's `_generate_and_score_completions`: one unshuffled generation output per update."""
+    outputs = []
+    original = trainer._generate_and_score_completions
+
+    def spy(inputs):
+        out = original(inputs)
+        outputs.append({k: (v.detach().clone() if isinstance(v, torch.Tensor) else v) for k, v in out.items()})
+        return out
+
+    trainer._generate_and_score_completions = spy
+    return outputs
 
 
 def shape_cases():

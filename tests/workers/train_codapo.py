@@ -1,7 +1,5 @@
 """A short CoDaPO run for the multi-process tests: `accelerate launch ... train_codapo.py OUT MODEL [key=value ...]`.
 
-It imports `fakes` from `tests/` and `codapo_trl`: the caller puts both on PYTHONPATH (tests/test_distributed.py).
-
 Each rank writes OUT/rank<r>.json with the S selections it held after every B update, the prompts it generated in
 every call of TRL's generation, and a digest plus the change of its (gathered) final weights.
 """
@@ -11,12 +9,15 @@ import os
 import sys
 from pathlib import Path
 
-import torch
-from fakes import deterministic_rollout, hash_reward, question_dataset
-from transformers import TrainerCallback
-from trl import GRPOTrainer
 
-from codapo_trl import CoDaPOConfig, CoDaPOTrainer
+sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parents[2])]
+
+import torch  # noqa: E402
+from fakes import deterministic_rollout, hash_reward, question_dataset  # noqa: E402
+from transformers import TrainerCallback  # noqa: E402
+from trl import GRPOTrainer  # noqa: E402
+
+from codapo_trl import CoDaPOConfig, CoDaPOTrainer  # noqa: E402
 
 
 def full_parameters(trainer) -> dict[str, torch.Tensor]:
