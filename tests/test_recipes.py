@@ -14,6 +14,7 @@ import yaml
 from trl import GRPOConfig
 
 from codapo_trl import CoDaPOConfig
+from codapo_trl.jobs.demo import run_demo
 from codapo_trl.jobs.running import resume_checkpoint
 from codapo_trl.jobs.train import parse, recipe_codapo_keys, train
 from codapo_trl.testing import free_port
@@ -158,6 +159,18 @@ def test_main_job_end_to_end_and_resume_on_request(tiny_model_dir, tmp_path):
     assert [h["codapo/phase"] for h in state["log_history"] if "codapo/phase" in h] == [0.0, 1.0, 0.0, 1.0]
     with pytest.raises(FileNotFoundError):
         resume_checkpoint(parse(["--config", str(recipe), "--resume_from_checkpoint", "nope"])[1])
+
+
+def test_demo_end_to_end(tiny_model_dir, tmp_path, capsys):
+    """The demo's three stages (evaluate, train, evaluate) on the tiny model: report, figure and summary written."""
+    recipe = write_tiny_recipe(tmp_path / "recipe.yaml", tiny_model_dir, tmp_path / "unused", save_strategy="no")
+    out = tmp_path / "demo"
+    summary = run_demo(["--recipe", str(recipe), "--output-dir", str(out), "--eval-samples", "1"])
+    for name in ("demo.png", "demo_summary.json", "model/model.safetensors", "eval_before", "eval_after"):
+        assert (out / name).exists(), name
+    assert json.loads((out / "demo_summary.json").read_text()) == json.loads(json.dumps(summary))
+    assert len(summary["training_reward"]) == 2 and set(summary["before"]) == set(summary["after"]) != set()
+    assert "Held-out accuracy per level" in capsys.readouterr().out
 
 
 def run_zero3(recipe_args: list[str], tmp_path: Path) -> None:
