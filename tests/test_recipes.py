@@ -1,10 +1,10 @@
-"""The main job: every recipe parses against the pinned TRL, the accelerate configs load, the script runs end to end."""
+"""The jobs in one process: every recipe parses against the pinned TRL, the accelerate configs load, the console
+scripts and launchers point at the jobs, the main job and the demo run end to end (the multi-process runs are in
+test_recipes_zero3.py)."""
 
 import importlib
 import json
-import os
 import runpy
-import subprocess
 import sys
 import tomllib
 from pathlib import Path
@@ -17,7 +17,6 @@ from codapo_trl import CoDaPOConfig
 from codapo_trl.jobs.demo import run_demo
 from codapo_trl.jobs.running import resume_checkpoint
 from codapo_trl.jobs.train import parse, recipe_codapo_keys, train
-from codapo_trl.testing import free_port
 
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -123,25 +122,9 @@ def test_accelerate_config_loads(config):
         assert loaded.mixed_precision == "no"
 
 
-def write_tiny_recipe(path: Path, model: str, output_dir: Path, **extra) -> Path:
-    recipe = yaml.safe_load((ROOT / "recipes/SmolLM2-135M-Instruct/codapo/config_demo.yaml").read_text())
-    recipe.update(
-        model_name_or_path=model,
-        output_dir=str(output_dir),
-        max_steps=2,
-        max_completion_length=8,
-        per_device_train_batch_size=4,
-        gradient_accumulation_steps=2,
-        dataset_limit=64,
-    )
-    recipe.update({"save_strategy": "steps", "save_steps": 1, **extra})
-    path.write_text(yaml.safe_dump(recipe))
-    return path
-
-
-def test_main_job_end_to_end_and_resume_on_request(tiny_model_dir, tmp_path):
+def test_main_job_end_to_end_and_resume_on_request(tiny_recipe, tmp_path):
     out = tmp_path / "run"
-    recipe = write_tiny_recipe(tmp_path / "recipe.yaml", tiny_model_dir, out)
+    recipe = tiny_recipe(out)
     train(*parse(["--config", str(recipe)]))
     for name in ("model.safetensors", "train_results.json", "trainer_state.json", "README.md", "checkpoint-2"):
         assert (out / name).exists(), name
@@ -161,9 +144,9 @@ def test_main_job_end_to_end_and_resume_on_request(tiny_model_dir, tmp_path):
         resume_checkpoint(parse(["--config", str(recipe), "--resume_from_checkpoint", "nope"])[1])
 
 
-def test_demo_end_to_end(tiny_model_dir, tmp_path, capsys):
+def test_demo_end_to_end(tiny_recipe, tmp_path, capsys):
     """The demo's three stages (evaluate, train, evaluate) on the tiny model: report, figure and summary written."""
-    recipe = write_tiny_recipe(tmp_path / "recipe.yaml", tiny_model_dir, tmp_path / "unused", save_strategy="no")
+    recipe = tiny_recipe(tmp_path / "unused", save_strategy="no")
     out = tmp_path / "demo"
     summary = run_demo(["--recipe", str(recipe), "--output-dir", str(out), "--eval-samples", "1"])
     for name in ("demo.png", "demo_summary.json", "model/model.safetensors", "eval_before", "eval_after"):
@@ -171,67 +154,3 @@ def test_demo_end_to_end(tiny_model_dir, tmp_path, capsys):
     assert json.loads((out / "demo_summary.json").read_text()) == json.loads(json.dumps(summary))
     assert len(summary["training_reward"]) == 2 and set(summary["before"]) == set(summary["after"]) != set()
     assert "Held-out accuracy per level" in capsys.readouterr().out
-
-
-def run_zero3(recipe_args: list[str], tmp_path: Path) -> None:
-    ds_json = tmp_path / "ds_z3.json"
-    ds_json.write_text(
-        json.dumps(
-            {
-                "zero_optimization": {
-                    "stage": 3,
-                    "stage3_param_persistence_threshold": 0,
-                    "stage3_gather_16bit_weights_on_model_save": True,
-                },
-                "bf16": {"enabled": False},
-                "train_batch_size": "auto",
-                "train_micro_batch_size_per_gpu": "auto",
-                "gradient_accumulation_steps": "auto",
-                "gradient_clipping": "auto",
-            }
-        )
-    )
-    config = tmp_path / "zero3.yaml"
-    config.write_text(
-        "compute_environment: LOCAL_MACHINE\ndistributed_type: DEEPSPEED\n"
-        f"deepspeed_config:\n  deepspeed_config_file: {ds_json}\n  zero3_init_flag: true\n"
-        "machine_rank: 0\nnum_machines: 1\nnum_processes: 2\n"
-        "rdzv_backend: static\nsame_network: true\nuse_cpu: true\n"
-    )
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "TRL_EXPERIMENTAL_SILENCE": "1"}
-    env.pop("ACCELERATE_USE_CPU", None)
-    command = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(config)]
-    command += ["--main_process_port", str(free_port())]
-    result = subprocess.run(
-        command + [str(ROOT / "recipes" / "codapo_math.py"), *recipe_args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=1800,
-        cwd=tmp_path,
-    )
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-6000:]
-
-
-def test_main_job_under_zero3_with_two_processes(tiny_model_dir, tmp_path):
-    out = tmp_path / "run"
-    recipe = write_tiny_recipe(tmp_path / "recipe.yaml", tiny_model_dir, out, save_strategy="no")
-    run_zero3(["--config", str(recipe)], tmp_path)
-    state = json.loads((out / "trainer_state.json").read_text())
-    assert state["global_step"] == 2
-    assert [h["codapo/phase"] for h in state["log_history"] if "codapo/phase" in h] == [0.0, 1.0]
-    assert (out / "model.safetensors").exists()
-
-
-@pytest.mark.slow
-def test_demo_recipe_two_updates_under_zero3(tmp_path):
-    """The real demo recipe (SmolLM2-135M) for 2 updates under ZeRO-3 with 2 processes."""
-    out = tmp_path / "demo"
-    recipe = ROOT / "recipes/SmolLM2-135M-Instruct/codapo/config_demo.yaml"
-    run_zero3(
-        ["--config", str(recipe), "--max_steps", "2", "--output_dir", str(out), "--save_strategy", "no",
-         "--per_device_train_batch_size", "4", "--gradient_accumulation_steps", "4"],
-        tmp_path,
-    )  # fmt: skip
-    state = json.loads((out / "trainer_state.json").read_text())
-    assert state["global_step"] == 2
