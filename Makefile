@@ -9,7 +9,7 @@ TORCH_SPEC ?= torch==2.13.0
 STAMP := $(VENV)/.codapo-installed
 PYTEST_ARGS ?=
 
-.PHONY: install demo test test-slow test-all quality style spelling bench bench-sandbox install-vllm test-vllm demo-vllm
+.PHONY: install demo test test-unit test-slow test-all quality style bench bench-sandbox install-vllm test-vllm demo-vllm
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -56,6 +56,10 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
+
+# One tier: tests/unit (pure functions, seconds); tests/integration and tests/multiprocess likewise by path.
+test-unit: $(STAMP)
+	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
 
 test-slow: $(STAMP)
 	$(PY) -m pytest -m slow $(PYTEST_ARGS)

@@ -11,7 +11,7 @@ import pytest
 from codapo_trl.testing import free_port
 
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def run_zero3(recipe_args: list[str], tmp_path: Path) -> None:

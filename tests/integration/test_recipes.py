@@ -19,7 +19,7 @@ from codapo_trl.jobs.running import resume_checkpoint
 from codapo_trl.jobs.train import parse, recipe_codapo_keys, train
 
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 RECIPES = sorted((ROOT / "recipes").rglob("config_*.yaml"))

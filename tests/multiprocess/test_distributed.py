@@ -14,7 +14,7 @@ import pytest
 import torch
 
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 WORKER = ROOT / "tests" / "workers" / "train_codapo.py"
 
 ZERO3_JSON = {
