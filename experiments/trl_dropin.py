@@ -4,8 +4,8 @@ TRL's test file is not part of this repository: point `--trl-tests` at a checkou
 `test_grpo_trainer.py`, `testing_utils.py`, `conftest.py` and `__init__.py`), e.g. from a clone of
 huggingface/trl at the installed version. The script copies those files into `--work` (outside the repository),
 builds offline stand-ins for the hub ids the tests load (every text causal LM id is a tiny random Qwen2 from
-`tests/tiny.py`, the sequence-classification ids a Qwen2 classifier with the same tokenizer, `trl-internal-testing/zen`
-a small local dataset with the same configs and splits) and runs pytest from `--work`, so that those ids resolve to
+`codapo_trl.testing`, the sequence-classification ids a Qwen2 classifier with the same tokenizer,
+`trl-internal-testing/zen` a small local dataset with the same configs and splits) and runs pytest from `--work`, so that those ids resolve to
 the local folders. Vision, vLLM, liger, bitsandbytes and GPU tests skip or fail alike for both trainers.
 
 With `--trainer codapo`, `trl.GRPOTrainer` and `trl.GRPOConfig` are replaced, before the test module is imported, by
@@ -13,9 +13,9 @@ With `--trainer codapo`, `trl.GRPOTrainer` and `trl.GRPOConfig` are replaced, be
 keeps CoDaPO's default `"codapo"` (per-question token averaging, with v = 1 it is GRPO's objective up to the
 aggregation). A drop-in passes what its parent passes: compare the two runs' outcomes test by test.
 
-    python benchmarks/trl_dropin.py --trl-tests /path/to/trl/tests --work /tmp/dropin --trainer grpo
-    python benchmarks/trl_dropin.py --trl-tests /path/to/trl/tests --work /tmp/dropin --trainer codapo
-    python benchmarks/trl_dropin.py --work /tmp/dropin --compare
+    python experiments/trl_dropin.py --trl-tests /path/to/trl/tests --work /tmp/dropin --trainer grpo
+    python experiments/trl_dropin.py --trl-tests /path/to/trl/tests --work /tmp/dropin --trainer codapo
+    python experiments/trl_dropin.py --work /tmp/dropin --compare
 """
 
 from __future__ import annotations
@@ -121,9 +121,9 @@ configs:
 
 def build_fixtures(work: Path) -> None:
     """The hub ids TRL's tests load, as local folders under `work/trl-internal-testing`."""
-    sys.path.insert(0, str(ROOT / "tests"))
-    from tiny import build_tiny_model
     from transformers import AutoTokenizer, Qwen2Config, Qwen2ForSequenceClassification
+
+    from codapo_trl.testing import build_tiny_model
 
     hub = work / "trl-internal-testing"
     base = hub / CAUSAL_LM_IDS[0]

@@ -24,8 +24,8 @@ from codapo_trl.rewards.code import (
 from codapo_trl.sandbox import Sandbox, SandboxConfig, Status
 
 
-FIXTURES = Path(__file__).parent / "fixtures"
-DEMO = Path(__file__).parent.parent / "recipes" / "data" / "code_demo.jsonl"
+FIXTURES = Path(__file__).parents[1] / "fixtures"
+DEMO = Path(__file__).parents[2] / "recipes" / "data" / "code_demo.jsonl"
 
 ADD_TESTS = json.dumps({"inputs": ["1 2\n", "10 -4\n", "7 7\n"], "outputs": ["3\n", "6\n", "14\n"]})
 
@@ -255,7 +255,7 @@ def test_hostile_programs_get_zero_with_a_reason(reward, monkeypatch, caplog, tm
     secret = "hf_" + secrets.token_hex(8)
     monkeypatch.setenv("HF_TOKEN", secret)
     tag = secrets.token_hex(6)
-    repo_dir = str(Path(__file__).parent)
+    repo_dir = str(Path(__file__).parents[1])
     server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     server.bind(("127.0.0.1", 0))
     server.listen(4)

@@ -38,7 +38,7 @@ from codapo_trl.sandbox import (
 )
 
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FAST = {"timeout": 3.0, "memory_mb": 256, "max_output_bytes": 1 << 20}
 _ALL = detect_isolation(SandboxConfig(**FAST))
 # What the detector can choose: everything it found, and each of those layers missing.

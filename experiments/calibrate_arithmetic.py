@@ -10,7 +10,7 @@ Two checkers, both comparing with the exact sum:
 
 Usage (2 threads, low priority, ~5-10 min on two free cores):
 
-    nice -n 10 python benchmarks/calibrate_arithmetic.py --num-questions 32 --samples 4 --temperatures 1.0 0.6 \\
+    nice -n 10 python experiments/calibrate_arithmetic.py --num-questions 32 --samples 4 --temperatures 1.0 0.6 \\
         --output outputs/calibration.json
 """
 

@@ -12,8 +12,8 @@ The report (markdown, JSON and figures) goes to `--output-dir`:
 - where the training compute went: share of trained rollouts, and of absolute token-update weight, per difficulty
   bin (from the `dynamics/` metrics, logged for every arm).
 
-    python benchmarks/compare.py --output-dir benchmarks/results/compare_smollm2
-    python benchmarks/compare.py --arms grpo codapo --seeds 0 --updates 8 --eval-every 4   # a quick look
+    python experiments/compare.py --output-dir experiments/results/compare_smollm2
+    python experiments/compare.py --arms grpo codapo --seeds 0 --updates 8 --eval-every 4   # a quick look
 
 Finished runs (their final evaluation exists) are skipped, so an interrupted comparison can be resumed.
 """
@@ -32,13 +32,12 @@ from pathlib import Path
 
 import yaml
 
+from codapo_trl.dynamics import BIN_LABELS
+from codapo_trl.evaluation import evaluate_model
+from codapo_trl.models import resolve_model_name_or_path
+
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from codapo_trl.dynamics import BIN_LABELS  # noqa: E402
-from codapo_trl.evaluation import evaluate_model  # noqa: E402
-from codapo_trl.models import resolve_model_name_or_path  # noqa: E402
 
 
 logger = logging.getLogger("compare")
@@ -190,6 +189,17 @@ def spread(values: list[float]) -> str:
     return f"{100 * mean:.1f} ({100 * min(values):.1f}-{100 * max(values):.1f})"
 
 
+def pilot_label(seeds: list[int]) -> list[str]:
+    """The report's warning when too few seeds were run to rank the arms (fewer than three): a pilot, not a result."""
+    if len(seeds) >= 3:
+        return []
+    return [
+        f"**A {len(seeds)}-seed pilot, not a result**: with {len(seeds)} seed(s) per arm the seed-to-seed range can "
+        "exceed the gaps between arms; read the ranges in parentheses before any mean.",
+        "",
+    ]
+
+
 def write_report(records: list[dict], base: dict, options: argparse.Namespace, command: str) -> str:
     arms = [a for a in options.arms if any(r["arm"] == a for r in records)]
     by_arm = {a: [r for r in records if r["arm"] == a] for a in arms}
@@ -197,9 +207,10 @@ def write_report(records: list[dict], base: dict, options: argparse.Namespace, c
     lines = [
         "# CoDaPO against its baselines at equal budget (embedded default)",
         "",
+        *pilot_label(options.seeds),
         f"Command: `{command}`",
         "",
-        f"Recipe: `{Path(options.recipe).relative_to(ROOT)}` with per-arm overrides (see `benchmarks/compare.py`); "
+        f"Recipe: `{Path(options.recipe).relative_to(ROOT)}` with per-arm overrides (see `experiments/compare.py`); "
         f"{options.updates} optimizer updates per run (CoDaPO's S updates count), seeds {options.seeds}; held-out: "
         f"the arithmetic test split, {options.eval_samples} samples per question at temperature 0.6 (avg@"
         f"{options.eval_samples}), evaluation seed {options.eval_seed}. Numbers are means over seeds with the range "
@@ -357,7 +368,7 @@ def plot(records: list[dict], options: argparse.Namespace) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--output-dir", type=Path, default=ROOT / "benchmarks" / "results" / "compare_smollm2")
+    parser.add_argument("--output-dir", type=Path, default=ROOT / "experiments" / "results" / "compare_smollm2")
     parser.add_argument("--recipe", type=Path, default=DEFAULT_RECIPE)
     parser.add_argument(
         "--arms", nargs="+", default=["grpo", "codapo", "codapo_weighting", "dapo"], choices=sorted(ARMS)
@@ -373,7 +384,7 @@ def main(argv: list[str] | None = None) -> None:
     if options.updates % 2 or options.eval_every % 2:
         parser.error("--updates and --eval-every must be even (whole B/S pairs)")
     options.output_dir.mkdir(parents=True, exist_ok=True)
-    command = "python benchmarks/compare.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    command = "python experiments/compare.py " + " ".join(argv if argv is not None else sys.argv[1:])
 
     recipe = yaml.safe_load(Path(options.recipe).read_text())
     start = time.perf_counter()

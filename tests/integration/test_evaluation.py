@@ -34,7 +34,7 @@ from codapo_trl.rewards import configure_grader
 from codapo_trl.rewards_code import InvalidTestsError
 
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).parents[1] / "fixtures"
 PAPER_TWELVE = (
     *("math500", "aime24", "aime25", "amc23", "olympiadbench", "minerva", "gsm8k"),
     *("mmlu", "gpqa", "humaneval", "taco", "livecodebench"),

@@ -487,7 +487,7 @@ def test_unprivileged_user_degrades_gracefully(tmp_path):
     version = subprocess.run([python, "-c", "import sys; print(sys.version_info >= (3, 11))"], capture_output=True)
     if version.stdout.strip() != b"True":
         pytest.skip("the system python3 is older than 3.11")
-    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     # A process of nobody's, like the programs: only the sandbox stops them from killing it.
     victim = subprocess.Popen(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "sleep", "30"])
     tag = secrets.token_hex(6)

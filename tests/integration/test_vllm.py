@@ -23,7 +23,7 @@ pytestmark = [
     pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="needs vLLM: `make install-vllm`"),
 ]
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 EMBEDDED = "embedded/SmolLM2-135M-Instruct"
 # vLLM runs the fp32 checkpoint in bf16 ("auto" downcasts fp32 models, on CPU as on GPU): its log-probs of a fixed
 # sequence differ from the fp32 policy's by a few hundredths on average. Perturbing the weights moves them by units.

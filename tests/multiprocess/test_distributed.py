@@ -15,7 +15,7 @@ import torch
 from helpers_training import free_port
 
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 WORKER = ROOT / "tests" / "workers" / "train_codapo.py"
 
 ZERO3_JSON = {
@@ -86,7 +86,7 @@ def check_two_ranks(records, reference, per_process_rows=6, num_generations=4, s
 
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory):
-    from tiny import build_tiny_model
+    from codapo_trl.testing import build_tiny_model
 
     return str(build_tiny_model(tmp_path_factory.mktemp("dist-model")))
 

@@ -1,4 +1,7 @@
-"""Offline builders for the tiny models the tests train: no network, a few hundred kB on disk."""
+"""Offline builders for the tiny models that the tests and the benchmarks train: no network, a few hundred kB on disk.
+
+`build_tiny_model(path)` writes a random Qwen2 causal LM and its ChatML tokenizer to `path`, loadable by path.
+"""
 
 from __future__ import annotations
 
@@ -73,3 +76,12 @@ def build_tiny_model(path: str | Path, seed: int = 0, hidden_size: int = 32, num
     model.save_pretrained(path)
     tokenizer.save_pretrained(path)
     return path
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago (the OS picks it), for a test's rendezvous or server."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
