@@ -5,20 +5,12 @@ Plain functions, imported as `from helpers_training import ...` (tests/ is on th
 
 from __future__ import annotations
 
-import socket
 from unittest.mock import patch
 
 import torch
 from trl import GRPOTrainer
 
 from codapo_trl import CoDaPOConfig
-
-
-def free_port() -> int:
-    """A TCP port the OS reports free on 127.0.0.1 (for a process group's rendezvous)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def make_args(tmp_path, config_class=CoDaPOConfig, **overrides) -> CoDaPOConfig:

@@ -88,13 +88,12 @@ class WorkerStartupError(RuntimeError):
 # Worker side
 # --------------------------------------------------------------------------------------------------------------
 
-# Started as `python -c _BOOTSTRAP <json config>`. It puts the parent's import path in place and registers the
+# Started as `python -c _BOOTSTRAP <json config>`. It gets the parent's import path via PYTHONPATH and registers the
 # handler's top-level package as a bare namespace module, so that importing e.g. `codapo_trl.rewards` in a worker does
 # not execute `codapo_trl/__init__.py` (which may one day import torch and TRL, seconds and hundreds of MB per worker).
 _BOOTSTRAP = """
 import importlib, json, sys, types
 cfg = json.loads(sys.argv[1])
-sys.path[:0] = cfg["sys_path"]
 for name, path in cfg["stub_packages"].items():
     if name not in sys.modules:
         module = types.ModuleType(name)
@@ -472,7 +471,6 @@ class DeadlineProcessPool:
             if package is not None and getattr(package, "__path__", None) is not None:
                 stub_packages[top] = [str(p) for p in package.__path__]
         config = {
-            "sys_path": [os.path.abspath(p) if p else os.getcwd() for p in sys.path],
             "stub_packages": stub_packages,
             "pool_module": __name__,
             "handler": self.handler,
@@ -483,6 +481,8 @@ class DeadlineProcessPool:
         env = dict(os.environ)
         # Pure-Python parsing needs no thread pools and no accelerator.
         env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", CUDA_VISIBLE_DEVICES="")
+        # The parent's import path, so the worker imports the same modules (e.g. a checkout not installed).
+        env["PYTHONPATH"] = os.pathsep.join(os.path.abspath(p) if p else os.getcwd() for p in sys.path)
         return [sys.executable, "-c", _BOOTSTRAP, json.dumps(config)], env
 
     def _spawn_locked(self) -> _Worker:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -16,6 +15,8 @@ from pathlib import Path
 
 import pytest
 import torch
+
+from codapo_trl.testing import free_port
 
 
 pytestmark = [
@@ -266,12 +267,6 @@ def test_grpo_dynamics_trains_with_vllm_colocate(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------- training, server
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def start_server(path: str, port: int, log) -> subprocess.Popen:
     """`vllm serve` (its CLI fails on the CPU build) through the module it runs, with our reload extension."""
     env = {**os.environ, "VLLM_SERVER_DEV_MODE": "1", "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")])}

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers_training import free_port
+
+from codapo_trl.testing import free_port
 
 
 ROOT = Path(__file__).resolve().parents[2]

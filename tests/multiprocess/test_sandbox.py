@@ -456,9 +456,8 @@ def test_sleeper_survives_no_timeout(forking_sandbox):
 
 _UNPRIVILEGED_PROBE = r"""
 import json, os, sys
-sys.path.insert(0, sys.argv[1])
 from codapo_trl.sandbox import Sandbox, SandboxConfig
-tag, victim = sys.argv[2], int(sys.argv[3])
+tag, victim = sys.argv[1], int(sys.argv[2])
 out = {}
 for name, disable in (("default", ()), ("no-userns", ("userns",)), ("no-userns-no-audit", ("userns", "audit"))):
     sb = Sandbox(SandboxConfig(timeout=2, memory_mb=256, disable=frozenset(disable)))
@@ -494,11 +493,16 @@ def test_unprivileged_user_degrades_gracefully(tmp_path):
     try:
         proc = subprocess.run(
             ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", python, "-c", _UNPRIVILEGED_PROBE]
-            + [repo, tag, str(victim.pid)],
+            + [tag, str(victim.pid)],
             capture_output=True,
             text=True,
             cwd="/tmp",
-            env={"PATH": "/usr/bin:/bin", "HOME": "/nonexistent", "HF_TOKEN": "hf_fake_secret_for_tests"},
+            env={
+                "PATH": "/usr/bin:/bin",
+                "HOME": "/nonexistent",
+                "HF_TOKEN": "hf_fake_secret_for_tests",
+                "PYTHONPATH": repo,  # the checkout, for the system python3
+            },
             timeout=120,
         )
         if proc.returncode != 0 and ("Permission denied" in proc.stderr or "No module named" in proc.stderr):
