@@ -19,7 +19,7 @@ import resource
 import statistics
 import time
 
-from codapo_trl.rewards_code import outputs_match
+from codapo_trl.rewards.code import outputs_match
 from codapo_trl.sandbox import Sandbox, SandboxConfig, Status, detect_isolation
 
 

@@ -1,10 +1,12 @@
-"""Pieces shared by the command-line tools `codapo-eval` and `codapo-analyze`: the exit status and message of a
-usage error, the default timestamped output directory, and reading their JSON inputs with a clear error."""
+"""Pieces shared by the command-line tools (`codapo-train`, `codapo-eval`, `codapo-analyze`, ...): the log format,
+the exit status and message of a usage error, the default timestamped output directory, and reading their JSON
+inputs with a clear error."""
 
 from __future__ import annotations
 
 import datetime as _dt
 import json
+import logging
 import os
 import re
 import sys
@@ -13,6 +15,12 @@ from typing import Any
 
 
 EXIT_USAGE = 2
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+def configure_logging(level: int = logging.INFO) -> None:
+    """Every command's log format on the root logger (a no-op when the root logger is already configured)."""
+    logging.basicConfig(format=LOG_FORMAT, level=level)
 
 
 def usage_error(program: str, message: str) -> int:

@@ -160,7 +160,7 @@ class CPUVLLMGeneration(VLLMGeneration):
                 f"The vLLM server at {client.base_url} cannot reload weights sent by a CPU trainer (HTTP "
                 f"{response.status_code} from /collective_rpc: {response.text[:200]}). Start it with "
                 "VLLM_SERVER_DEV_MODE=1 and `--worker-extension-cls codapo_trl.vllm_cpu.CPUWeightSyncExtension` "
-                "(see the README, section vLLM)."
+                "(see docs/vllm.md)."
             )
 
     def _policy_weights(self) -> Iterator[tuple[str, torch.Tensor]]:

@@ -48,6 +48,17 @@ ARMS: dict[str, list[str]] = {
     "grpo": ["--algorithm", "grpo", "--loss_type", "grpo"],
     "codapo": ["--algorithm", "codapo", "--loss_type", "codapo"],
     "codapo_weighting": ["--algorithm", "codapo", "--loss_type", "codapo", "--codapo_sampling", "false"],
+    # the uniform-resampling control: S holds K questions of B drawn at random, constant weights
+    "codapo_uniform": [
+        "--algorithm",
+        "codapo",
+        "--loss_type",
+        "codapo",
+        "--codapo_selection",
+        "uniform",
+        "--codapo_weighting",
+        "false",
+    ],
     "dapo": [
         "--algorithm",
         "dapo",

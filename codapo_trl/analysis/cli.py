@@ -15,7 +15,7 @@ from codapo_trl.analysis.plots import plot_training_accuracy, plot_training_dyna
 from codapo_trl.analysis.results import GROUP_BY, TABLES_FILE, AnalysisResult
 from codapo_trl.analysis.run import analyze_checkpoints
 from codapo_trl.analysis.training_logs import find_training_logs
-from codapo_trl.command_line import timestamped_output_dir, usage_error
+from codapo_trl.command_line import configure_logging, timestamped_output_dir, usage_error
 from codapo_trl.data import SYSTEM_PROMPT
 
 
@@ -122,7 +122,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     matplotlib.use("Agg")  # a command that writes figure files: no window, whatever the environment's default
     if not logging.getLogger().handlers:
-        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        configure_logging()
     try:
         if args.logs_only:
             return _logs_only(args)

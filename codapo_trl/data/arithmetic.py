@@ -81,7 +81,7 @@ ARITHMETIC_LEVELS: dict[int, ArithmeticLevel] = {
     5: ArithmeticLevel(5, (100, 999), (10, 99), description="three-digit + two-digit"),
 }
 """The frozen level definitions, calibrated on the embedded SmolLM2-135M-Instruct with
-`benchmarks/calibrate_arithmetic.py` (32 questions x 4 samples per level, 64 new tokens, the paper's system prompt,
+`experiments/calibrate_arithmetic.py` (32 questions x 4 samples per level, 64 new tokens, the paper's system prompt,
 answer = boxed number, else the last integer of the completion). Base accuracy per level 1-5 was
 0.38 / 0.33 / 0.22 / 0.04 / 0.00 at temperature 0.6 and 0.17 / 0.11 / 0.09 / 0.02 / 0.00 at temperature 1.0. The
 base model almost never writes `\\boxed{}` (at most 2% of completions), so a boxed-only reward scores 0 everywhere."""

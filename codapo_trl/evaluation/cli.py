@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from codapo_trl.command_line import timestamped_output_dir, usage_error
+from codapo_trl.command_line import configure_logging, timestamped_output_dir, usage_error
 from codapo_trl.data import SYSTEM_PROMPT
 from codapo_trl.data.code import CODE_SYSTEM_PROMPT
 from codapo_trl.evaluation.benchmarks import (
@@ -113,7 +113,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if not logging.getLogger().handlers:
-        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        configure_logging()
 
     if args.list_benchmarks:
         print(_list_benchmarks())

@@ -8,6 +8,9 @@ Output files (under `output_dir`):
 - `summary.json`: configuration, backend, versions, per-benchmark and per-level metrics, the average over
   benchmarks, counts (ungraded questions, truncated and unanswered samples) and timing.
 - `results.md`: the paper-style table (benchmarks as columns, then Average), the pass@k table and per-level tables.
+
+Length: about 600 lines: the evaluation loop, the records it fills and the files it writes share one schema and are
+kept together so that what is saved can be checked against what is computed in one reading.
 """
 
 from __future__ import annotations

@@ -477,7 +477,7 @@ def build_generator(
     if backend == "vllm" or (backend == "auto" and vllm_available()):
         if not vllm_importable():
             raise RuntimeError(
-                "backend='vllm' needs vLLM: on a GPU `pip install vllm`, on CPU `make install-vllm` (README, vLLM); "
+                "backend='vllm' needs vLLM: on a GPU `pip install vllm`, on CPU `make install-vllm` (docs/vllm.md); "
                 "or use backend='transformers'."
             )
         return VLLMGenerator(path, dtype=dtype, seed=seed, **dict(vllm_kwargs or {}))

@@ -9,14 +9,13 @@ import sys
 from transformers import TrainingArguments
 from transformers.trainer_utils import get_last_checkpoint
 
+from codapo_trl.command_line import LOG_FORMAT, configure_logging
+
+
+__all__ = ["LOG_FORMAT", "configure_logging", "exit_cleanly", "resume_checkpoint"]
+
 
 logger = logging.getLogger(__name__)
-LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
-
-
-def configure_logging(level: int = logging.INFO) -> None:
-    """The jobs' log format on the root logger (a no-op when the root logger is already configured)."""
-    logging.basicConfig(format=LOG_FORMAT, level=level)
 
 
 def resume_checkpoint(training_args: TrainingArguments) -> str | None:

@@ -71,6 +71,9 @@ class CoDaPOScriptArguments(ScriptArguments):
             Keep only the first rows of the evaluation split (used when `eval_strategy` is not `"no"`).
         baseline_dynamics (`bool`, *optional*, defaults to `False`):
             Run the GRPOTrainer baselines with the `dynamics/` and `budget/` metrics (`GRPODynamicsTrainer`).
+        baseline_question_log (`str` or `None`, *optional*):
+            Per-question JSONL log (relative to `output_dir`) of a baseline run with `baseline_dynamics`, the same
+            rows as CoDaPO's `codapo_question_log`, so that the arms of a comparison can be audited alike.
     """
 
     dataset_name: str | None = field(
@@ -103,6 +106,13 @@ class CoDaPOScriptArguments(ScriptArguments):
         metadata={
             "help": "Run the GRPOTrainer baselines (grpo, dapo, dr_grpo) with the dynamics/ and budget/ metrics "
             "(GRPODynamicsTrainer: TRL's GRPOTrainer plus logging only), e.g. for side-by-side comparisons."
+        },
+    )
+    baseline_question_log: str | None = field(
+        default=None,
+        metadata={
+            "help": "Per-question JSONL log (relative to output_dir) of a baseline run with baseline_dynamics; "
+            "CoDaPO runs use codapo_question_log."
         },
     )
 
@@ -155,6 +165,13 @@ def parse(
     script_args, training_args, model_args = make_parser(algorithm, defaults).parse_args_and_config(args=argv)
     if algorithm in ("grpo", "dapo", "dr_grpo") and training_args.loss_type in ("codapo", "gpg"):
         raise ValueError(f"algorithm={algorithm} runs TRL's GRPOTrainer: set loss_type to one of TRL's loss types.")
+    if script_args.baseline_question_log and isinstance(training_args, CoDaPOConfig):
+        raise ValueError(
+            f"baseline_question_log is for the GRPOTrainer baselines; algorithm={algorithm} logs questions with "
+            "codapo_question_log."
+        )
+    if script_args.baseline_question_log and not script_args.baseline_dynamics:
+        raise ValueError("baseline_question_log needs baseline_dynamics: true (the log is written by its trainer).")
     return script_args, training_args, model_args
 
 
@@ -213,10 +230,13 @@ def train(
     reward_funcs = get_reward_funcs(script_args.reward_funcs)
     check_reward_columns(reward_funcs, train_dataset, eval_dataset)  # before the model loads (the code recipe too)
 
+    extra = {}
     if isinstance(training_args, CoDaPOConfig):
         trainer_class = CoDaPOTrainer
     else:
         trainer_class = GRPODynamicsTrainer if script_args.baseline_dynamics else GRPOTrainer
+        if script_args.baseline_question_log:
+            extra["question_log"] = script_args.baseline_question_log
         if training_args.use_vllm:  # TRL's GRPOTrainer, plus the weight sync a CPU vLLM engine needs
             trainer_class = with_cpu_vllm_sync(trainer_class)
     trainer = trainer_class(
@@ -226,6 +246,7 @@ def train(
         train_dataset=train_dataset,
         eval_dataset=eval_dataset,
         peft_config=get_peft_config(model_args),
+        **extra,
     )
 
     result = trainer.train(resume_from_checkpoint=resume_checkpoint(training_args))

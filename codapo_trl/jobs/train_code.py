@@ -8,13 +8,13 @@
 data: `dataset_name` `taco` (the hub's `BAAI/TACO`, filtered by `dataset_difficulties`), or a local file: a TACO-style
 jsonl/parquet, or a jsonl in the normalised form (`question`, `tests`; e.g. `recipes/data/code_demo.jsonl`). The reward
 is the pass rate of the completion's last Python code block on the problem's tests (`code_execution`), which CoDaPO
-uses as correctness. Prompts carry the code system prompt of `codapo_trl.data_code`. With no arguments, a CPU demo runs
+uses as correctness. Prompts carry the code system prompt of `codapo_trl.data.code`. With no arguments, a CPU demo runs
 SmolLM2-135M-Instruct on the ten bundled problems.
 """
 
 from __future__ import annotations
 
-from codapo_trl.data_code import load_code_jsonl, load_taco
+from codapo_trl.data.code import load_code_jsonl, load_taco
 from codapo_trl.jobs.running import exit_cleanly
 from codapo_trl.jobs.train import RECIPES_DIR, parse, train
 

@@ -31,7 +31,7 @@ from codapo_trl.evaluation.code import LCB_PRELUDE, decode_lcb_test_cases, grade
 from codapo_trl.evaluation.generation import SamplingConfig, _RowSampler, sample_seed
 from codapo_trl.evaluation.metrics import QuestionOutcome, default_ks, summarise_outcomes
 from codapo_trl.rewards import configure_grader
-from codapo_trl.rewards_code import InvalidTestsError
+from codapo_trl.rewards.code import InvalidTestsError
 
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"

@@ -3,6 +3,7 @@ scripts and launchers point at the jobs, the main job and the demo run end to en
 test_recipes_zero3.py)."""
 
 import importlib
+import importlib.util
 import json
 import runpy
 import sys
@@ -154,3 +155,43 @@ def test_demo_end_to_end(tiny_recipe, tmp_path, capsys):
     assert json.loads((out / "demo_summary.json").read_text()) == json.loads(json.dumps(summary))
     assert len(summary["training_reward"]) == 2 and set(summary["before"]) == set(summary["after"]) != set()
     assert "Held-out accuracy per level" in capsys.readouterr().out
+
+
+def test_every_comparison_arm_parses_with_the_demo_recipe(tmp_path):
+    """`experiments/compare.py`'s arms (the uniform-resampling control included) are command lines the main job
+    accepts on top of the recipe it trains from, and each sets what its name says."""
+    spec = importlib.util.spec_from_file_location("compare", ROOT / "experiments" / "compare.py")
+    compare = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(compare)
+    recipe = yaml.safe_load(compare.DEFAULT_RECIPE.read_text())
+    parsed = {}
+    for arm, overrides in compare.ARMS.items():
+        path = compare.arm_recipe(arm, recipe, tmp_path / f"{arm}.yaml")
+        _, parsed[arm], _ = parse(["--config", str(path), *overrides, "--use_cpu", "true"])
+    assert parsed["codapo"].codapo_selection == "value" and parsed["codapo"].codapo_weighting
+    control = parsed["codapo_uniform"]
+    assert control.codapo_selection == "uniform" and not control.codapo_weighting and control.codapo_sampling
+    assert not parsed["codapo_weighting"].codapo_sampling
+    assert type(parsed["grpo"]) is GRPOConfig
+
+
+def test_grpo_baseline_writes_the_question_log(tiny_recipe, tmp_path):
+    """A baseline arm of a comparison logs its questions like CoDaPO (`baseline_question_log`), and the option is a
+    clear error where it would be ignored."""
+    out = tmp_path / "grpo"
+    recipe = yaml.safe_load(tiny_recipe(out).read_text())
+    recipe = {k: v for k, v in recipe.items() if not k.startswith("codapo_")}
+    recipe.update(algorithm="grpo", loss_type="grpo", save_strategy="no")
+    path = tmp_path / "grpo.yaml"
+    path.write_text(yaml.safe_dump(recipe))
+    common = ["--config", str(path), "--baseline_question_log", "questions.jsonl"]
+    train(*parse([*common, "--baseline_dynamics", "true"]))
+    rows = [json.loads(line) for line in (out / "questions.jsonl").read_text().splitlines()]
+    per_update = recipe["per_device_train_batch_size"] * recipe["gradient_accumulation_steps"]
+    assert len(rows) == 2 * per_update // recipe["num_generations"]  # one row per question per update
+    assert {row["step"] for row in rows} == {1, 2} and {row["phase"] for row in rows} == {0}
+    assert all(0.0 <= row["difficulty"] <= 1.0 for row in rows)
+    with pytest.raises(ValueError, match="needs baseline_dynamics"):
+        parse(common)
+    with pytest.raises(ValueError, match="codapo_question_log"):
+        parse(["--config", str(tiny_recipe(tmp_path / "c")), "--baseline_question_log", "q.jsonl"])

@@ -8,7 +8,7 @@ names unique to the test run.
 Configurations: every layer the detector finds ("all"), and each single layer switched off (`SandboxConfig.disable`,
 what the detector falls back to when a layer's set-up fails). The whole matrix runs in the default suite (about a
 minute on 2 cores). Below-floor configurations must be refused (`test_below_floor_is_refused`).
-README ("Isolation") counts these cases.
+docs/isolation.md counts these cases.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import sys
 
 import pytest
 
-from codapo_trl.rewards_code import make_code_execution_reward
+from codapo_trl.rewards.code import make_code_execution_reward
 from codapo_trl.sandbox import (
     _SYSCALLS,
     ALL_LAYERS,

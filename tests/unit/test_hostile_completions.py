@@ -2,7 +2,7 @@
 
 Every case is graded by `grade_answers` (the one grader behind training and `codapo-eval`), with a 2 s bound per
 answer. The counterpart cases show that honest answers of the same questions are still paid, so that a defence
-cannot pass by refusing everything. README ("The math reward") counts these cases.
+cannot pass by refusing everything. docs/rewards.md counts these cases.
 """
 
 from __future__ import annotations
