@@ -112,7 +112,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--model", required=True, help="alias, hub id or local checkpoint")
     parser.add_argument("--label", required=True, help="name of this calibration attempt (file name)")
     parser.add_argument("--levels", type=int, nargs="+", default=[1, 2, 3, 4, 5])
-    parser.add_argument("--num-questions", type=int, default=48, help="questions per level (capped by the pool)")
+    parser.add_argument(
+        "--num-questions",
+        type=int,
+        nargs="+",
+        default=[48],
+        help="questions per level (capped by the pool): one number, or one per level of --levels",
+    )
     parser.add_argument("--samples", type=int, default=8, help="samples per question (>= --group-size)")
     parser.add_argument("--group-size", type=int, default=8, help="G of the RL runs, for the group rates")
     parser.add_argument("--temperatures", type=float, nargs="+", default=[1.0, 0.6])
@@ -134,7 +140,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     torch.set_num_threads(args.threads)
     start = time.perf_counter()
     pools = arithmetic_pool_sizes("train")
-    counts = {lvl: min(args.num_questions, pools[lvl]) for lvl in args.levels}
+    if len(args.num_questions) not in (1, len(args.levels)):
+        raise SystemExit(f"--num-questions takes one number or one per level ({len(args.levels)}).")
+    wanted = args.num_questions * len(args.levels) if len(args.num_questions) == 1 else args.num_questions
+    counts = {lvl: min(n, pools[lvl]) for lvl, n in zip(args.levels, wanted)}
     benchmark = load_benchmark(
         "arithmetic", split="train", num_per_level=counts, seed=args.question_seed, system_prompt=SYSTEM_PROMPT
     )
