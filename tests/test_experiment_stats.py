@@ -114,6 +114,17 @@ def test_power_matches_published_paired_t_sample_sizes():
     assert stats.paired_t_power(0.0, 1.0, 8) == pytest.approx(0.05, abs=1e-9)
     assert stats.paired_t_power(1.0, 1.0, 6) < stats.paired_t_power(1.0, 1.0, 10) < stats.paired_t_power(1.5, 1.0, 10)
     assert stats.paired_t_power(1.0, 1.0, 10) == pytest.approx(0.8031, abs=5e-4)
+    # large effects: power 1, never NaN (scipy's noncentral-t lower tail is NaN at some noncentralities)
+    for effect in (4.0, 8.0, 10.0, 20.0):
+        assert stats.paired_t_power(effect, 1.0, 6) == pytest.approx(1.0, abs=1e-6)
+
+
+def test_detectable_effect_inverts_required_seeds():
+    for sd, n in ((1.0, 6), (13.2, 6), (5.0, 10), (8.0, 12)):
+        effect = stats.detectable_effect(sd, n)
+        assert stats.paired_t_power(effect, sd, n) == pytest.approx(0.8, abs=1e-6)
+        assert stats.required_seeds(effect * 1.001, sd) == n
+    assert stats.detectable_effect(13.2, 6) == pytest.approx(13.2 * stats.detectable_effect(1.0, 6))
 
 
 def test_power_bad_input():

@@ -11,6 +11,7 @@ accuracy, in points). On those differences:
   (seeded, reproducible);
 - [`paired_t_power`] and [`required_seeds`]: power of the two-sided paired t-test (noncentral t) and the smallest
   number of seeds that reaches a target power for a given effect and SD of the differences;
+- [`detectable_effect`]: the smallest effect `n` seeds detect with that power;
 - [`verdict`]: the pre-registered decision rule (confirm / refute / inconclusive) from an interval.
 
 The quantiles come from `scipy.stats` (installed with the project's environment).
@@ -25,10 +26,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from scipy import stats as scipy_stats
+from scipy.optimize import brentq
 
 
 __all__ = [
     "PairedInterval",
+    "detectable_effect",
     "paired_bootstrap_interval",
     "paired_differences",
     "paired_t_interval",
@@ -182,7 +185,13 @@ def paired_t_power(effect: float, sd: float, n: int, alpha: float = 0.05) -> flo
     df = n - 1
     critical = float(scipy_stats.t.ppf(1 - alpha / 2, df))
     noncentrality = abs(effect) / sd * math.sqrt(n)
-    return float(scipy_stats.nct.sf(critical, df, noncentrality) + scipy_stats.nct.cdf(-critical, df, noncentrality))
+    upper = float(scipy_stats.nct.sf(critical, df, noncentrality))
+    # P(T < -critical) written as an upper tail by symmetry: scipy's lower tail returns NaN for some large nc
+    lower = float(scipy_stats.nct.sf(critical, df, -noncentrality))
+    lower = 0.0 if math.isnan(lower) else lower
+    if math.isnan(upper):
+        raise ArithmeticError(f"Power undefined for effect {effect}, sd {sd}, n {n} (scipy returned NaN).")
+    return min(1.0, upper + lower)
 
 
 def required_seeds(effect: float, sd: float, power: float = 0.8, alpha: float = 0.05, max_seeds: int = 10_000) -> int:
@@ -208,6 +217,21 @@ def required_seeds(effect: float, sd: float, power: float = 0.8, alpha: float = 
         if paired_t_power(effect, sd, n, alpha) >= power:
             return n
     raise ValueError(f"More than {max_seeds} seeds needed for effect {effect} with sd {sd}.")
+
+
+def detectable_effect(sd: float, n: int, power: float = 0.8, alpha: float = 0.05) -> float:
+    """The smallest true mean difference that `n` paired seeds detect with `power` (two-sided paired t-test), for
+    differences with standard deviation `sd`: the minimum detectable effect, in the unit of `sd`.
+
+    Example:
+        >>> round(detectable_effect(1.0, 6), 2), round(detectable_effect(1.0, 10), 2)  # in SDs of the differences
+        (1.43, 1.0)
+    """
+    if not 0.0 < power < 1.0:
+        raise ValueError(f"power must be in (0, 1), got {power}.")
+    if paired_t_power(1e-9 * sd, sd, n, alpha) >= power:
+        raise ValueError(f"power {power} is not above alpha {alpha}.")
+    return float(brentq(lambda effect: paired_t_power(effect, sd, n, alpha) - power, 1e-9 * sd, 100.0 * sd))
 
 
 def verdict(interval: PairedInterval, smallest_effect: float) -> str:
