@@ -15,7 +15,7 @@ answer that is the number (see the restatement hack in `/work/shared/notes/smoll
 The model and tokenizer go to `--output-dir`, with `warm_start.json` (arguments, data, loss curve, time, versions).
 Seeded: the same arguments give the same data and, on the same machine and thread count, the same weights.
 
-    OMP_NUM_THREADS=2 nice -n 10 python experiments/codapo_vs_grpo/warm_start.py \\
+    OMP_NUM_THREADS=1 nice -n 10 python experiments/codapo_vs_grpo/warm_start.py \\
         --output-dir outputs/warm_start/smollm2-arith-boxed
 
 Then measure it with `experiments/codapo_vs_grpo/calibrate.py --model outputs/warm_start/smollm2-arith-boxed`.
@@ -117,12 +117,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default=DEFAULT_EMBEDDED_MODEL, help="alias, hub id or local checkpoint")
     parser.add_argument("--output-dir", type=Path, required=True, help="where the fine-tuned model is written")
-    parser.add_argument("--num-per-level", type=int, default=96, help="examples per easy level (1 and 2)")
+    parser.add_argument("--num-per-level", type=int, default=64, help="examples per easy level (1 and 2)")
     parser.add_argument("--epochs", type=float, default=1.0)
     parser.add_argument("--batch-size", type=int, default=8)
-    parser.add_argument("--learning-rate", type=float, default=5e-5)
+    parser.add_argument("--learning-rate", type=float, default=1e-4)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (the weights depend on it slightly)")
     return parser.parse_args(argv)
 
 
