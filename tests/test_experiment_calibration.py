@@ -7,6 +7,7 @@ training reward pays) and the group statistics the calibration reports.
 
 from __future__ import annotations
 
+import doctest
 import importlib.util
 import sys
 from pathlib import Path
@@ -109,3 +110,9 @@ def test_level_report_counts(calibrate):
 def test_in_band(calibrate):
     assert calibrate.in_band({3: 0.5, 4: 0.1, 5: 0.01}) == {3: True, 4: True, 5: True}
     assert calibrate.in_band({3: 0.2, 4: 0.3, 5: 0.0}) == {3: False, 4: False, 5: False}
+
+
+def test_docstring_examples_hold(warm_start, calibrate):
+    for module in (warm_start, calibrate):
+        failures, attempted = doctest.testmod(module, verbose=False)
+        assert attempted >= 1 and failures == 0, module.__name__

@@ -13,7 +13,8 @@ Every completion computes the sum and boxes the number (never an expression): th
 answer that is the number (see the restatement hack in `/work/shared/notes/smollm2-embedded-baseline.md`).
 
 The model and tokenizer go to `--output-dir`, with `warm_start.json` (arguments, data, loss curve, time, versions).
-Seeded: the same arguments give the same data and, on the same machine and thread count, the same weights.
+Seeded: the same arguments give the same data and training order; bit-identical weights across machines or
+thread counts are not claimed (re-calibrate a re-made warm start, see PREREGISTRATION.md).
 
     OMP_NUM_THREADS=1 nice -n 10 python experiments/codapo_vs_grpo/warm_start.py \\
         --output-dir outputs/warm_start/smollm2-arith-boxed
