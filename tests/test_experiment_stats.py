@@ -1,0 +1,149 @@
+"""The paired statistics of the CoDaPO-vs-GRPO experiment (`experiments/codapo_vs_grpo/stats.py`).
+
+The module lives outside the package (it is part of the experiment, not the library); it is loaded from its file.
+Expected values are computed by hand or are published reference values (paired t-test sample sizes as tabulated by
+G*Power / Cohen), so a wrong formula (wrong degrees of freedom, SD instead of standard error, one-sided quantile,
+unpaired differences, a normal instead of a t quantile) fails.
+"""
+
+from __future__ import annotations
+
+import doctest
+import importlib.util
+import math
+import statistics
+import sys
+from pathlib import Path
+
+import pytest
+
+
+pytest.importorskip("scipy")
+
+PATH = Path(__file__).resolve().parents[1] / "experiments" / "codapo_vs_grpo" / "stats.py"
+
+
+def _load():
+    spec = importlib.util.spec_from_file_location("codapo_vs_grpo_stats", PATH)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+stats = _load()
+
+
+def test_docstring_examples_hold():
+    failures, attempted = doctest.testmod(stats, verbose=False)
+    assert attempted >= 5
+    assert failures == 0
+
+
+def test_paired_differences_pair_by_position_and_reject_mismatched_seeds():
+    assert stats.paired_differences([50.0, 40.0, 30.0], [45.0, 42.0, 30.0]) == [5.0, -2.0, 0.0]
+    with pytest.raises(ValueError, match="one value per seed"):
+        stats.paired_differences([1.0, 2.0], [1.0])
+    with pytest.raises(ValueError, match="finite"):
+        stats.paired_differences([float("nan")], [1.0])
+
+
+def test_paired_t_interval_by_hand():
+    # d = [1, 2, 3, 4, 5, 6]: mean 3.5, sd = sqrt(3.5), se = sqrt(3.5 / 6), t_{0.975, 5} = 2.570582 (table value).
+    result = stats.paired_t_interval([1, 2, 3, 4, 5, 6])
+    se = math.sqrt(3.5 / 6)
+    assert result.n == 6
+    assert result.mean == pytest.approx(3.5)
+    assert result.sd == pytest.approx(math.sqrt(3.5))
+    assert result.low == pytest.approx(3.5 - 2.570582 * se, abs=1e-5)
+    assert result.high == pytest.approx(3.5 + 2.570582 * se, abs=1e-5)
+    # t = 3.5 / se = 4.5826 with 5 df: two-sided p = 0.00593 (table / independent computation)
+    assert result.p_value == pytest.approx(0.005934, abs=2e-5)
+    # 90 % uses t_{0.95, 5} = 2.015048
+    narrow = stats.paired_t_interval([1, 2, 3, 4, 5, 6], confidence=0.90)
+    assert narrow.high - narrow.mean == pytest.approx(2.015048 * se, abs=1e-5)
+
+
+def test_paired_t_interval_two_seeds_is_the_cauchy_case():
+    # df = 1: t quantile = tan(pi * 0.475) = 12.7062; p = 1 - 2 / pi * atan(|t|).
+    diffs = [2.9, -15.7]
+    result = stats.paired_t_interval(diffs)
+    se = abs(diffs[0] - diffs[1]) / math.sqrt(2) / math.sqrt(2)
+    quantile = math.tan(math.pi * 0.475)
+    assert result.low == pytest.approx(-6.4 - quantile * se, rel=1e-9)
+    assert result.high == pytest.approx(-6.4 + quantile * se, rel=1e-9)
+    assert result.p_value == pytest.approx(1 - 2 / math.pi * math.atan(6.4 / se), rel=1e-9)
+
+
+def test_paired_t_interval_degenerate_and_bad_input():
+    same = stats.paired_t_interval([2.0, 2.0, 2.0])
+    assert (same.low, same.mean, same.high, same.p_value) == (2.0, 2.0, 2.0, 0.0)
+    assert stats.paired_t_interval([0.0, 0.0]).p_value == 1.0
+    with pytest.raises(ValueError, match="at least 2"):
+        stats.paired_t_interval([1.0])
+    with pytest.raises(ValueError, match="confidence"):
+        stats.paired_t_interval([1.0, 2.0], confidence=95)
+
+
+def test_paired_bootstrap_interval_is_seeded_bounded_and_close_to_t_for_many_seeds():
+    diffs = [3.1, -1.2, 4.4, 0.5, 2.2, 6.0]
+    a = stats.paired_bootstrap_interval(diffs, seed=3)
+    b = stats.paired_bootstrap_interval(diffs, seed=3)
+    assert a == b
+    assert min(diffs) <= a.low < a.mean < a.high <= max(diffs)
+    assert a.mean == pytest.approx(statistics.fmean(diffs))
+    # the percentile interval of the mean is narrower than the range, wider at 99 % than at 80 %
+    wide = stats.paired_bootstrap_interval(diffs, confidence=0.99, seed=3)
+    narrow = stats.paired_bootstrap_interval(diffs, confidence=0.80, seed=3)
+    assert wide.low < a.low < narrow.low and narrow.high < a.high < wide.high
+    # With many pairs the bootstrap interval of the mean approaches mean +- 1.96 * sd / sqrt(n).
+    many = [((i * 7919) % 101) / 10.0 for i in range(400)]
+    boot = stats.paired_bootstrap_interval(many, resamples=4000, seed=0)
+    half = 1.96 * statistics.stdev(many) / math.sqrt(len(many))
+    assert boot.high - boot.low == pytest.approx(2 * half, rel=0.08)
+    assert (boot.low + boot.high) / 2 == pytest.approx(statistics.fmean(many), abs=0.1 * half)
+
+
+def test_power_matches_published_paired_t_sample_sizes():
+    # Two-sided paired t-test, alpha 0.05, power 0.8 (G*Power): d = 1 -> 10 pairs, d = 0.5 -> 34, d = 0.8 -> 15.
+    assert stats.required_seeds(1.0, 1.0) == 10
+    assert stats.required_seeds(0.5, 1.0) == 34
+    assert stats.required_seeds(8.0, 10.0) == 15
+    assert stats.required_seeds(-5.0, 10.0) == 34  # the sign of the effect does not matter
+    # power grows with n and the effect; at effect 0 it is alpha
+    assert stats.paired_t_power(0.0, 1.0, 8) == pytest.approx(0.05, abs=1e-9)
+    assert stats.paired_t_power(1.0, 1.0, 6) < stats.paired_t_power(1.0, 1.0, 10) < stats.paired_t_power(1.5, 1.0, 10)
+    assert stats.paired_t_power(1.0, 1.0, 10) == pytest.approx(0.8031, abs=5e-4)
+    # large effects: power 1, never NaN (scipy's noncentral-t lower tail is NaN at some noncentralities)
+    for effect in (4.0, 8.0, 10.0, 20.0):
+        assert stats.paired_t_power(effect, 1.0, 6) == pytest.approx(1.0, abs=1e-6)
+
+
+def test_detectable_effect_inverts_required_seeds():
+    for sd, n in ((1.0, 6), (13.2, 6), (5.0, 10), (8.0, 12)):
+        effect = stats.detectable_effect(sd, n)
+        assert stats.paired_t_power(effect, sd, n) == pytest.approx(0.8, abs=1e-6)
+        assert stats.required_seeds(effect * 1.001, sd) == n
+    assert stats.detectable_effect(13.2, 6) == pytest.approx(13.2 * stats.detectable_effect(1.0, 6))
+
+
+def test_power_bad_input():
+    with pytest.raises(ValueError, match="n >= 2"):
+        stats.paired_t_power(1.0, 1.0, 1)
+    with pytest.raises(ValueError, match="sd"):
+        stats.paired_t_power(1.0, 0.0, 5)
+    with pytest.raises(ValueError, match="non-zero"):
+        stats.required_seeds(0.0, 1.0)
+
+
+def test_verdict_rule():
+    def interval(low, high):
+        return stats.PairedInterval((low + high) / 2, low, high, 6, 1.0, "paired-t", 0.95)
+
+    assert stats.verdict(interval(0.5, 9.0), 5.0) == "confirm"
+    assert stats.verdict(interval(-3.0, 4.0), 5.0) == "refute"  # any gain is below the smallest effect of interest
+    assert stats.verdict(interval(-9.0, -1.0), 5.0) == "refute"  # the treatment is worse
+    assert stats.verdict(interval(-2.0, 8.0), 5.0) == "inconclusive"
+    assert stats.verdict(interval(0.0, 8.0), 5.0) == "inconclusive"  # touching 0 is not above it
+    with pytest.raises(ValueError, match="smallest_effect"):
+        stats.verdict(interval(1.0, 2.0), 0.0)
