@@ -20,7 +20,7 @@ import pytest
 
 pytest.importorskip("scipy")
 
-PATH = Path(__file__).resolve().parents[1] / "experiments" / "codapo_vs_grpo" / "stats.py"
+PATH = Path(__file__).resolve().parents[2] / "experiments" / "codapo_vs_grpo" / "stats.py"
 
 
 def _load():

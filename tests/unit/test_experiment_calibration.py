@@ -19,7 +19,7 @@ from codapo_trl.evaluation.evaluate import QuestionRecord, SampleRecord
 from codapo_trl.rewards import grade_answers
 
 
-EXPERIMENT = Path(__file__).resolve().parents[1] / "experiments" / "codapo_vs_grpo"
+EXPERIMENT = Path(__file__).resolve().parents[2] / "experiments" / "codapo_vs_grpo"
 
 
 def _load(name: str):
