@@ -383,6 +383,22 @@ class StopAfter(TrainerCallback):
             control.should_training_stop = True
 
 
+def train_recording_generations(model_dir, args, dataset, callbacks=(), resume=None):
+    """Train with deterministic rollouts (optionally resuming); returns the trainer and its parent generations."""
+    trainer = CoDaPOTrainer(
+        model_dir,
+        hash_reward,
+        args=args,
+        train_dataset=dataset,
+        rollout_func=deterministic_rollout,
+        callbacks=list(callbacks),
+    )
+    calls, parent_patch = record_parent_generations(trainer)
+    with parent_patch:
+        trainer.train(resume_from_checkpoint=resume)
+    return trainer, calls
+
+
 @pytest.mark.parametrize("timing", ["before_update", "after_update"])
 def test_resume_between_b_and_s_continues_with_s(tiny_model_dir, tmp_path, timing):
     common = dict(
@@ -395,18 +411,7 @@ def test_resume_between_b_and_s_continues_with_s(tiny_model_dir, tmp_path, timin
     dataset = question_dataset()
 
     def run(args, callbacks=(), resume=None):
-        trainer = CoDaPOTrainer(
-            tiny_model_dir,
-            hash_reward,
-            args=args,
-            train_dataset=dataset,
-            rollout_func=deterministic_rollout,
-            callbacks=list(callbacks),
-        )
-        calls, parent_patch = record_parent_generations(trainer)
-        with parent_patch:
-            trainer.train(resume_from_checkpoint=resume)
-        return trainer, calls
+        return train_recording_generations(tiny_model_dir, args, dataset, callbacks, resume)
 
     straight, straight_calls = run(make_args(tmp_path / "straight", **common))
     interrupted_args = make_args(tmp_path / "interrupted", **common)
@@ -539,18 +544,7 @@ def test_resume_inside_a_phase_continues_on_its_rollouts(tiny_model_dir, tmp_pat
     dataset = question_dataset()
 
     def run(args, callbacks=(), resume=None):
-        trainer = CoDaPOTrainer(
-            tiny_model_dir,
-            hash_reward,
-            args=args,
-            train_dataset=dataset,
-            rollout_func=deterministic_rollout,
-            callbacks=list(callbacks),
-        )
-        calls, parent_patch = record_parent_generations(trainer)
-        with parent_patch:
-            trainer.train(resume_from_checkpoint=resume)
-        return trainer, calls
+        return train_recording_generations(tiny_model_dir, args, dataset, callbacks, resume)
 
     straight, straight_calls = run(schedule_args(tmp_path / "straight", 4, 1, 2, 1, **common))
     interrupted = schedule_args(tmp_path / "interrupted", 4, 1, 2, 1, **common)
