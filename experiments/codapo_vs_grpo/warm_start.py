@@ -1,6 +1,6 @@
 """Warm start for the CoDaPO-vs-GRPO experiment: teach the embedded model the answer format, not the task.
 
-Issue 14: in the pilot comparison (`benchmarks/results/compare_smollm2`), 88 % of the base model's completions gave
+Issue 14: in the pilot comparison (`experiments/results/compare_smollm2`), 88 % of the base model's completions gave
 no answer, so the early, seed-dominated phase of every run was format discovery, not arithmetic. This script removes
 that phase once, for every arm: a short supervised fine-tune (TRL's `SFTTrainer`, loss on the completion only) of
 the embedded SmolLM2-135M-Instruct on EASY questions only (arithmetic levels 1-2, `train` split; the held-out `test`
