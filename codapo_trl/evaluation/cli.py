@@ -108,22 +108,26 @@ def _error(message: str) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run `codapo-eval` with `argv` (default: the command line); returns the exit status (0, or 2 on errors)."""
+    from rich.console import Console
+
     from codapo_trl.evaluation.evaluate import evaluate_model
 
     parser = build_parser()
     args = parser.parse_args(argv)
+    # The report goes to standard output as plain text (markdown tables), exactly as written: no markup, no wrapping.
+    console = Console(soft_wrap=True, markup=False, highlight=False, emoji=False)
     if not logging.getLogger().handlers:
         configure_logging()
 
     if args.list_benchmarks:
-        print(_list_benchmarks())
+        console.print(_list_benchmarks())
         return 0
     if args.compare:
         try:
             report = compare_summaries(args.compare, metric=args.metric)
         except (ValueError, FileNotFoundError) as err:
             return _error(str(err))
-        print(report)
+        console.print(report)
         if args.output_dir is not None:
             args.output_dir.mkdir(parents=True, exist_ok=True)
             (args.output_dir / "comparison.md").write_text(report + "\n", encoding="utf-8")
@@ -181,17 +185,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _error(str(err))
 
     summary = result.to_summary()
-    print(f"\nBackend: {result.backend}")
-    print(f"\n## Accuracy (avg@{args.num_samples}, %)\n")
-    print(result.format_table())
-    print("\n## pass@k (%)\n")
-    print(format_pass_at_k_table(summary))
+    console.print(f"\nBackend: {result.backend}")
+    console.print(f"\n## Accuracy (avg@{args.num_samples}, %)\n")
+    console.print(result.format_table())
+    console.print("\n## pass@k (%)\n")
+    console.print(format_pass_at_k_table(summary))
     for name, bench in summary["benchmarks"].items():
         if bench["levels"]:
-            print(f"\n## {bench['display_name']} per level\n")
-            print(format_level_table(summary, name))
+            console.print(f"\n## {bench['display_name']} per level\n")
+            console.print(format_level_table(summary, name))
     timing = result.timing
-    print(
+    console.print(
         f"\n{timing['completions']} completions, {timing['generated_tokens']} tokens in {timing['generation_s']:.1f} s "
         f"({timing['tokens_per_s']:.1f} tok/s); grading {timing['grading_s']:.1f} s. Files in {output_dir}/"
     )
