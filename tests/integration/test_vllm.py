@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers_training import make_args
 
 from codapo_trl.testing import free_port
 
@@ -158,30 +159,19 @@ def test_colocate_sync_leaves_the_engine_on_the_policy_weights_tied_embeddings_i
 
 # ---------------------------------------------------------------------------------------------- training, colocate
 def training_args(tmp_path, config_class=None, **overrides):
+    """The trainer tests' arguments (`helpers_training.make_args`) with vLLM colocated and longer completions."""
     from codapo_trl import CoDaPOConfig
 
     settings = dict(
-        output_dir=str(tmp_path / "out"),
-        per_device_train_batch_size=8,
-        gradient_accumulation_steps=1,
-        num_generations=4,
         max_completion_length=16,
-        max_steps=2,
-        logging_steps=1,
         learning_rate=1e-4,
-        lr_scheduler_type="constant",
-        report_to="none",
-        use_cpu=True,
+        max_grad_norm=1.0,
         bf16=False,
-        save_strategy="no",
-        seed=42,
-        disable_tqdm=True,
         use_vllm=True,
         vllm_mode="colocate",
         vllm_max_model_length=256,
     )
-    settings.update(overrides)
-    return (config_class or CoDaPOConfig)(**settings)
+    return make_args(tmp_path, config_class or CoDaPOConfig, **{**settings, **overrides})
 
 
 def record_generations(trainer) -> tuple[list[tuple[int, int]], list[torch.Tensor], list[torch.Tensor]]:
