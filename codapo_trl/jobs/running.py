@@ -6,13 +6,13 @@ import logging
 import os
 import sys
 
-from transformers import TrainingArguments
+from transformers import TrainerCallback, TrainingArguments
 from transformers.trainer_utils import get_last_checkpoint
 
 from codapo_trl.command_line import LOG_FORMAT, configure_logging
 
 
-__all__ = ["LOG_FORMAT", "configure_logging", "exit_cleanly", "resume_checkpoint"]
+__all__ = ["LOG_FORMAT", "SaveAtSteps", "check_save_at_steps", "configure_logging", "exit_cleanly", "resume_checkpoint"]
 
 
 logger = logging.getLogger(__name__)
@@ -38,6 +38,37 @@ def resume_checkpoint(training_args: TrainingArguments) -> str | None:
     if not os.path.isdir(asked):
         raise FileNotFoundError(f"resume_from_checkpoint={asked!r} is not a checkpoint directory.")
     return asked
+
+
+class SaveAtSteps(TrainerCallback):
+    """Save a checkpoint after each of the given optimizer updates, on top of `save_strategy`.
+
+    `save_steps` expresses only a period; an evaluation protocol that reads the model after, say, updates 31 and 32
+    (a CoDaPO B update and its S update) needs checkpoints at chosen steps. The checkpoints are the Trainer's own
+    (`checkpoint-<step>`, with `save_only_model` and `save_total_limit` honoured), so `resume_from_checkpoint` works
+    from them.
+
+    Args:
+        steps (`Iterable[int]`): the global steps (optimizer updates, counted from 1) after which to save.
+    """
+
+    def __init__(self, steps) -> None:
+        self.steps = frozenset(int(step) for step in steps)
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if state.global_step in self.steps:
+            control.should_save = True
+        return control
+
+
+def check_save_at_steps(steps: list[int] | None, max_steps: int) -> None:
+    """Refuse, before the model loads, steps that can never be reached or are not optimizer updates."""
+    if not steps:
+        return
+    bad = [step for step in steps if step < 1 or (max_steps > 0 and step > max_steps)]
+    if bad:
+        limit = f"1 and max_steps={max_steps}" if max_steps > 0 else "1 and the run's last update"
+        raise ValueError(f"save_at_steps={steps}: {bad} not between {limit}; no checkpoint would be written there.")
 
 
 def exit_cleanly() -> None:

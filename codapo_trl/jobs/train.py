@@ -29,7 +29,13 @@ from trl import GRPOConfig, GRPOTrainer, ModelConfig, ScriptArguments, TrlParser
 
 from codapo_trl import CoDaPOConfig, CoDaPOTrainer, GRPODynamicsTrainer
 from codapo_trl.data import SYSTEM_PROMPT, load_math_dataset
-from codapo_trl.jobs.running import configure_logging, exit_cleanly, resume_checkpoint
+from codapo_trl.jobs.running import (
+    SaveAtSteps,
+    check_save_at_steps,
+    configure_logging,
+    exit_cleanly,
+    resume_checkpoint,
+)
 from codapo_trl.models import DEFAULT_EMBEDDED_MODEL, resolve_model_name_or_path
 from codapo_trl.rewards import REWARD_FUNCS, check_reward_columns, get_reward_funcs
 from codapo_trl.vllm_cpu import with_cpu_vllm_sync
@@ -115,6 +121,13 @@ class CoDaPOScriptArguments(ScriptArguments):
             "CoDaPO runs use codapo_question_log."
         },
     )
+    save_at_steps: list[int] | None = field(
+        default=None,
+        metadata={
+            "help": "Also save a checkpoint after these optimizer updates (e.g. `31 32` to read a CoDaPO run after "
+            "a B update and after its S update), on top of save_strategy; checkpoint-<step> in output_dir."
+        },
+    )
 
 
 def peek_algorithm(argv: list[str]) -> str:
@@ -172,6 +185,7 @@ def parse(
         )
     if script_args.baseline_question_log and not script_args.baseline_dynamics:
         raise ValueError("baseline_question_log needs baseline_dynamics: true (the log is written by its trainer).")
+    check_save_at_steps(script_args.save_at_steps, training_args.max_steps)
     return script_args, training_args, model_args
 
 
@@ -246,6 +260,7 @@ def train(
         train_dataset=train_dataset,
         eval_dataset=eval_dataset,
         peft_config=get_peft_config(model_args),
+        callbacks=[SaveAtSteps(script_args.save_at_steps)] if script_args.save_at_steps else None,
         **extra,
     )
 

@@ -195,3 +195,17 @@ def test_grpo_baseline_writes_the_question_log(tiny_recipe, tmp_path):
         parse(common)
     with pytest.raises(ValueError, match="codapo_question_log"):
         parse(["--config", str(tiny_recipe(tmp_path / "c")), "--baseline_question_log", "q.jsonl"])
+
+
+def test_save_at_steps_writes_exactly_the_chosen_checkpoints(tiny_recipe, tmp_path):
+    """`save_at_steps` adds checkpoints after chosen updates (an evaluation protocol's 31 and 32) where save_steps
+    can only express a period, and steps a run never reaches are refused before the model loads."""
+    out = tmp_path / "run"
+    recipe = tiny_recipe(out, save_strategy="no", max_steps=3)
+    train(*parse(["--config", str(recipe), "--save_at_steps", "1", "3"]))
+    assert sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-1", "checkpoint-3"]
+    state = json.loads((out / "checkpoint-1" / "trainer_state.json").read_text())
+    assert state["global_step"] == 1
+    for steps in (["0"], ["2", "4"]):
+        with pytest.raises(ValueError, match="save_at_steps"):
+            parse(["--config", str(recipe), "--save_at_steps", *steps])
