@@ -1,0 +1,199 @@
+"""The pre-registered CoDaPO-vs-GRPO campaign (issue 14, PREREGISTRATION.md): train every arm of every seed, evaluate
+the checkpoints the protocol names, keep what audits every number.
+
+    python experiments/codapo_vs_grpo/warm_start.py --output-dir outputs/warm_start/smollm2-arith-boxed  # once
+    python experiments/codapo_vs_grpo/run.py --seeds 0 1 2 3 4 5       # seed-major; resumable, one sitting per seed
+    python experiments/codapo_vs_grpo/report.py                        # the report, from what is finished
+
+Per run (`arm`, `seed`), in the work directory (`outputs/codapo_vs_grpo/<arm>-seed<seed>`, not committed): the
+training run of `recipes/codapo_math.py` on `recipe.yaml` plus the arm's overrides (`experiments/compare.py`'s
+`ARMS`, the one list of arms), 32 updates, checkpoints after the updates the protocol evaluates. Each checkpoint is
+evaluated on the fixed held-out set (greedy always; avg@4 at T = 0.6 after updates 31 and 32) and then deleted
+(500 MB each); the final model stays in the work directory. Into `results/runs/<arm>-seed<seed>/` (committed) go
+the trainer state (every logged metric of every update), the question log, the arm's recipe and command, and per
+evaluation its summary and its samples (gzip). A run whose `done.json` exists is skipped, a run whose training
+finished is only evaluated, a run whose training did not finish is restarted from scratch (PREREGISTRATION.md,
+"Seeds"). The warm start is evaluated once, the same way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import importlib.util
+import json
+import logging
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from codapo_trl.evaluation import evaluate_model, load_benchmark
+from codapo_trl.evaluation.benchmarks import Benchmark
+
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+logger = logging.getLogger("codapo_vs_grpo")
+
+# PREREGISTRATION.md, "Arms": the names of experiments/compare.py's ARMS, in the order they run within a seed.
+ARM_NAMES = ("grpo", "codapo", "codapo_weighting", "codapo_uniform")
+BASELINE_ARMS = ("grpo",)  # TRL's GRPOTrainer: no codapo_* keys, the question log through baseline_dynamics
+# PREREGISTRATION.md, "Evaluation": the held-out questions per level and the models' read-out points.
+EVAL_QUESTIONS = {1: 14, 2: 12, 3: 23, 4: 180, 5: 200}
+UPDATES = 32
+GREEDY_STEPS = (8, 16, 24, 31, 32)
+SAMPLED_STEPS = (31, 32)
+EVAL_SAMPLES = 4
+EVAL_TEMPERATURE = 0.6
+EVAL_SEED = 0
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """One read-out of a model: `greedy` (temperature 0, one sample) or `avg4` (4 samples at T = 0.6)."""
+
+    kind: str
+
+    @property
+    def num_samples(self) -> int:
+        return 1 if self.kind == "greedy" else EVAL_SAMPLES
+
+    @property
+    def temperature(self) -> float:
+        return 0.0 if self.kind == "greedy" else EVAL_TEMPERATURE
+
+
+def evaluations_at(step: int) -> list[Evaluation]:
+    """What the protocol reads at an update: greedy at every read-out point, avg@4 as well at 31 and 32."""
+    kinds = (["avg4"] if step in SAMPLED_STEPS else []) + (["greedy"] if step in GREEDY_STEPS else [])
+    return [Evaluation(kind) for kind in kinds]
+
+
+def load_compare():
+    """experiments/compare.py as a module: its ARMS and arm_recipe are the one home of the arms' overrides."""
+    spec = importlib.util.spec_from_file_location("compare", HERE.parent / "compare.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def train_command(arm: str, seed: int, recipe_path: Path, run_dir: Path, overrides: list[str]) -> list[str]:
+    """The training command line of one run (`recipe_path`: the arm's recipe, written by `compare.arm_recipe`)."""
+    command = [
+        sys.executable, str(ROOT / "recipes" / "codapo_math.py"),
+        "--config", str(recipe_path),
+        *overrides,
+        "--seed", str(seed),
+        "--max_steps", str(UPDATES),
+        "--output_dir", str(run_dir),
+        "--save_strategy", "no",
+        "--save_at_steps", *[str(s) for s in sorted(set(GREEDY_STEPS) - {UPDATES})],
+        "--save_only_model", "true",
+        "--logging_steps", "1",
+        "--report_to", "none",
+    ]  # fmt: skip
+    if arm in BASELINE_ARMS:
+        command += ["--baseline_dynamics", "true", "--baseline_question_log", "questions.jsonl"]
+    return command
+
+
+def held_out_benchmark() -> Benchmark:
+    return load_benchmark("arithmetic", split="test", num_per_level=EVAL_QUESTIONS)
+
+
+def evaluate(model: Path, evaluation: Evaluation, recipe: dict, benchmark: Benchmark, out: Path) -> dict:
+    """Evaluate `model` once; the summary and gzipped samples land in `out` (skipped when the summary exists)."""
+    summary_path = out / "summary.json"
+    if summary_path.exists():
+        return json.loads(summary_path.read_text())
+    scratch = out.with_name(out.name + ".partial")
+    shutil.rmtree(scratch, ignore_errors=True)
+    start = time.perf_counter()
+    result = evaluate_model(
+        str(model),
+        [benchmark],
+        num_samples=evaluation.num_samples,
+        temperature=evaluation.temperature,
+        max_new_tokens=recipe["max_completion_length"],
+        system_prompt=recipe["system_prompt"],
+        seed=EVAL_SEED,
+        batch_size=128,
+        backend="transformers",
+        dtype="float32",
+        output_dir=scratch,
+        progress=False,
+    )
+    summary = result.to_summary()
+    summary["seconds"] = time.perf_counter() - start
+    out.mkdir(parents=True, exist_ok=True)
+    with open(scratch / "samples.jsonl", "rb") as src, gzip.open(out / "samples.jsonl.gz", "wb", mtime=0) as dst:
+        shutil.copyfileobj(src, dst)
+    summary_path.write_text(json.dumps(summary, indent=1))
+    shutil.rmtree(scratch)
+    logger.info("%s %s: %.0f s", model, evaluation.kind, summary["seconds"])
+    return summary
+
+
+def run_one(arm: str, seed: int, options: argparse.Namespace, compare, recipe: dict, benchmark: Benchmark) -> None:
+    name = f"{arm}-seed{seed}"
+    results = options.results_dir / "runs" / name
+    if (results / "done.json").exists():
+        logger.info("%s: done, skipped", name)
+        return
+    work = options.work_dir / name
+    results.mkdir(parents=True, exist_ok=True)
+    if not ((work / "train_results.json").exists() and (work / "model.safetensors").exists()):  # training finished
+        shutil.rmtree(work, ignore_errors=True)
+        work.mkdir(parents=True)
+        recipe_path = compare.arm_recipe(arm, recipe, work / "recipe.yaml")
+        command = train_command(arm, seed, recipe_path, work, compare.ARMS[arm])
+        (results / "command.txt").write_text(" ".join(Path(c).name if c == sys.executable else c for c in command))
+        shutil.copy(recipe_path, results / "recipe.yaml")
+        logger.info("Training %s: %s", name, " ".join(command))
+        start = time.perf_counter()
+        with open(work / "train.log", "w") as log:
+            subprocess.run(command, check=True, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
+        (results / "train_seconds.json").write_text(json.dumps({"seconds": time.perf_counter() - start}))
+    for file in ("trainer_state.json", "questions.jsonl", "train_results.json"):
+        shutil.copy(work / file, results / file)
+    for step in GREEDY_STEPS:
+        model = work if step == UPDATES else work / f"checkpoint-{step}"
+        for evaluation in evaluations_at(step):
+            evaluate(model, evaluation, recipe, benchmark, results / "eval" / f"step{step}-{evaluation.kind}")
+        if model != work and not options.keep_checkpoints:
+            shutil.rmtree(model)
+    (results / "done.json").write_text(json.dumps({"arm": arm, "seed": seed}))
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2, 3, 4, 5])
+    parser.add_argument("--arms", nargs="+", default=list(ARM_NAMES), choices=ARM_NAMES)
+    parser.add_argument("--recipe", type=Path, default=HERE / "recipe.yaml")
+    parser.add_argument("--results-dir", type=Path, default=HERE / "results", help="committed artefacts")
+    parser.add_argument("--work-dir", type=Path, default=ROOT / "outputs" / "codapo_vs_grpo", help="models")
+    parser.add_argument("--keep-checkpoints", action="store_true", help="do not delete evaluated checkpoints")
+    options = parser.parse_args(argv)
+    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
+    recipe = yaml.safe_load(options.recipe.read_text())
+    model = Path(recipe["model_name_or_path"])
+    model = model if model.is_absolute() else ROOT / model
+    if not (model / "config.json").exists():
+        parser.error(f"the warm start {model} does not exist: make it first (see this script's help)")
+    recipe["model_name_or_path"] = str(model)
+    compare = load_compare()
+    benchmark = held_out_benchmark()
+    for evaluation in evaluations_at(UPDATES):
+        evaluate(model, evaluation, recipe, benchmark, options.results_dir / "runs" / "warm_start" / evaluation.kind)
+    for seed in options.seeds:  # seed-major: an interrupted campaign still has complete pairs
+        for arm in options.arms:
+            run_one(arm, seed, options, compare, recipe, benchmark)
+
+
+if __name__ == "__main__":
+    main()

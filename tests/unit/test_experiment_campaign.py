@@ -1,0 +1,100 @@
+"""The campaign driver of the CoDaPO-vs-GRPO experiment (`experiments/codapo_vs_grpo/run.py`) against its
+pre-registration: every arm's command line is one the main job accepts and sets the pre-registered regime and the
+arm's difference, the checkpoints are the ones the protocol reads, and each read-out is the pre-registered one.
+Nothing is trained here (the main job's `save_at_steps` and question logs have their own tests in
+`tests/integration/test_recipes.py`)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+
+EXPERIMENT = Path(__file__).resolve().parents[2] / "experiments" / "codapo_vs_grpo"
+
+
+@pytest.fixture(scope="module")
+def run():
+    pytest.importorskip("trl")
+    spec = importlib.util.spec_from_file_location("codapo_vs_grpo_run", EXPERIMENT / "run.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def parsed_arms(run, tmp_path_factory):
+    """Each arm's training command, parsed by the main job as the driver would run it."""
+    from codapo_trl.jobs.train import parse
+
+    compare = run.load_compare()
+    recipe = yaml.safe_load((EXPERIMENT / "recipe.yaml").read_text())
+    out = tmp_path_factory.mktemp("arms")
+    parsed = {}
+    for arm in run.ARM_NAMES:
+        path = compare.arm_recipe(arm, recipe, out / f"{arm}.yaml")
+        command = run.train_command(arm, 3, path, out / arm, compare.ARMS[arm])
+        assert command[1].endswith("recipes/codapo_math.py")
+        parsed[arm] = parse(command[2:])
+    return parsed
+
+
+def test_every_arm_trains_the_preregistered_regime(parsed_arms):
+    for arm, (script, args, model) in parsed_arms.items():
+        assert model.model_name_or_path == "outputs/warm_start/smollm2-arith-boxed", arm
+        assert script.dataset_name == "arithmetic" and script.dataset_levels == [3, 4, 5], arm
+        assert script.reward_funcs == ["math_accuracy"], arm
+        assert args.seed == 3 and args.max_steps == 32, arm
+        assert args.num_generations == 8 and args.temperature == 1.0 and args.top_p == 1.0, arm
+        rollouts = args.per_device_train_batch_size * args.gradient_accumulation_steps
+        assert rollouts // args.num_generations == 8, arm  # |B| = 8 questions per update
+        assert args.max_completion_length == 48 and args.learning_rate == 2e-5 and args.beta == 0.0, arm
+        assert script.save_at_steps == [8, 16, 24, 31] and args.save_only_model, arm
+
+
+def test_each_arm_differs_as_preregistered(parsed_arms):
+    from trl import GRPOConfig
+
+    from codapo_trl import CoDaPOConfig
+
+    script, grpo, _ = parsed_arms["grpo"]
+    assert type(grpo) is GRPOConfig and grpo.loss_type == "grpo"
+    assert script.baseline_dynamics and script.baseline_question_log == "questions.jsonl"
+    codapo = {arm: parsed_arms[arm][1] for arm in ("codapo", "codapo_weighting", "codapo_uniform")}
+    for arm, args in codapo.items():
+        assert isinstance(args, CoDaPOConfig) and args.codapo_question_log == "questions.jsonl", arm
+        assert args.codapo_top_k == 2 and args.codapo_resample_timing == "before_update", arm
+    assert codapo["codapo"].codapo_sampling and codapo["codapo"].codapo_weighting
+    assert codapo["codapo"].codapo_selection == "value"
+    assert not codapo["codapo_weighting"].codapo_sampling and codapo["codapo_weighting"].codapo_weighting
+    uniform = codapo["codapo_uniform"]
+    assert uniform.codapo_sampling and uniform.codapo_selection == "uniform" and not uniform.codapo_weighting
+
+
+def test_read_outs_follow_the_protocol(run):
+    """Greedy at 8, 16, 24, 31 and 32; avg@4 at T = 0.6 only after a B update (31) and its S update (32)."""
+    schedule = {step: [(e.kind, e.num_samples, e.temperature) for e in run.evaluations_at(step)] for step in
+                range(1, 33)}
+    reads = {step: kinds for step, kinds in schedule.items() if kinds}
+    assert reads == {
+        8: [("greedy", 1, 0.0)],
+        16: [("greedy", 1, 0.0)],
+        24: [("greedy", 1, 0.0)],
+        31: [("avg4", 4, 0.6), ("greedy", 1, 0.0)],
+        32: [("avg4", 4, 0.6), ("greedy", 1, 0.0)],
+    }
+
+
+def test_the_held_out_set_is_the_preregistered_one(run):
+    from codapo_trl.data import load_math_dataset
+
+    benchmark = run.held_out_benchmark()
+    levels = [int(item.level) for item in benchmark.items]
+    assert {lv: levels.count(lv) for lv in set(levels)} == {1: 14, 2: 12, 3: 23, 4: 180, 5: 200}
+    train = set(load_math_dataset("arithmetic", "train")["question"])
+    assert len(train) > 500 and not train & {item.question for item in benchmark.items}  # held out from every training question
