@@ -112,30 +112,38 @@ def evaluate(model: Path, evaluation: Evaluation, recipe: dict, benchmark: Bench
     if summary_path.exists():
         return json.loads(summary_path.read_text())
     scratch = out.with_name(out.name + ".partial")
-    shutil.rmtree(scratch, ignore_errors=True)
     start = time.perf_counter()
-    result = evaluate_model(
-        str(model),
-        [benchmark],
-        num_samples=evaluation.num_samples,
-        temperature=evaluation.temperature,
-        max_new_tokens=recipe["max_completion_length"],
-        system_prompt=recipe["system_prompt"],
-        seed=EVAL_SEED,
-        batch_size=128,
-        backend="transformers",
-        dtype="float32",
-        output_dir=scratch,
-        progress=False,
-    )
-    summary = result.to_summary()
-    summary["seconds"] = time.perf_counter() - start
+    if (scratch / "summary.json").exists():  # an earlier sitting evaluated it and stopped before keeping it
+        summary = json.loads((scratch / "summary.json").read_text())
+        summary["seconds"] = None
+    else:
+        shutil.rmtree(scratch, ignore_errors=True)
+        result = evaluate_model(
+            str(model),
+            [benchmark],
+            num_samples=evaluation.num_samples,
+            temperature=evaluation.temperature,
+            max_new_tokens=recipe["max_completion_length"],
+            system_prompt=recipe["system_prompt"],
+            seed=EVAL_SEED,
+            batch_size=128,
+            backend="transformers",
+            dtype="float32",
+            output_dir=scratch,
+            progress=False,
+        )
+        summary = result.to_summary()
+        summary["seconds"] = time.perf_counter() - start
     out.mkdir(parents=True, exist_ok=True)
-    with open(scratch / "samples.jsonl", "rb") as src, gzip.open(out / "samples.jsonl.gz", "wb", mtime=0) as dst:
+    with (
+        open(scratch / "samples.jsonl", "rb") as src,
+        open(out / "samples.jsonl.gz", "wb") as raw,
+        gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as dst,  # mtime 0: the same samples give the same bytes
+    ):
         shutil.copyfileobj(src, dst)
     summary_path.write_text(json.dumps(summary, indent=1))
     shutil.rmtree(scratch)
-    logger.info("%s %s: %.0f s", model, evaluation.kind, summary["seconds"])
+    logger.info("%s %s: %s s", model, evaluation.kind, summary["seconds"])
     return summary
 
 
