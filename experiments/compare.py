@@ -156,6 +156,19 @@ def accuracy_by_level(summary: dict) -> dict[str, float]:
     return levels
 
 
+def compute_by_bin(updates: list[dict]) -> dict[str, dict[str, float]]:
+    """Trained rollouts and absolute token-update weight (rollouts x mean `|w|`) per difficulty bin, summed over the
+    logged updates of a run (`trainer_state.json`'s log history, `dynamics/` metrics)."""
+    bins = {label: {"count": 0.0, "weight": 0.0} for label in BIN_LABELS}
+    for h in updates:
+        for label in BIN_LABELS:
+            count = h.get(f"dynamics/{label}/count") or 0.0
+            weight = h.get(f"dynamics/{label}/token_weight")
+            bins[label]["count"] += count
+            bins[label]["weight"] += count * weight if weight is not None and weight == weight else 0.0
+    return bins
+
+
 def run_record(arm: str, seed: int, options: argparse.Namespace, recipe: dict, base: dict) -> dict:
     run_dir = options.output_dir / "runs" / f"{arm}-seed{seed}"
     if not (run_dir / "eval" / "final" / "summary.json").exists():
@@ -174,13 +187,7 @@ def run_record(arm: str, seed: int, options: argparse.Namespace, recipe: dict, b
     curve.append(
         {"step": options.updates, "tokens": updates[-1]["budget/generated_tokens"], **accuracy_by_level(final)}
     )
-    bins = {label: {"count": 0.0, "weight": 0.0} for label in BIN_LABELS}
-    for h in updates:
-        for label in BIN_LABELS:
-            count = h.get(f"dynamics/{label}/count") or 0.0
-            weight = h.get(f"dynamics/{label}/token_weight")
-            bins[label]["count"] += count
-            bins[label]["weight"] += count * weight if weight is not None and weight == weight else 0.0
+    bins = compute_by_bin(updates)
     return {
         "arm": arm,
         "seed": seed,

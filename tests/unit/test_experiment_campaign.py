@@ -78,8 +78,9 @@ def test_each_arm_differs_as_preregistered(parsed_arms):
 
 def test_read_outs_follow_the_protocol(run):
     """Greedy at 8, 16, 24, 31 and 32; avg@4 at T = 0.6 only after a B update (31) and its S update (32)."""
-    schedule = {step: [(e.kind, e.num_samples, e.temperature) for e in run.evaluations_at(step)] for step in
-                range(1, 33)}
+    schedule = {
+        step: [(e.kind, e.num_samples, e.temperature) for e in run.evaluations_at(step)] for step in range(1, 33)
+    }
     reads = {step: kinds for step, kinds in schedule.items() if kinds}
     assert reads == {
         8: [("greedy", 1, 0.0)],
@@ -97,4 +98,6 @@ def test_the_held_out_set_is_the_preregistered_one(run):
     levels = [int(item.level) for item in benchmark.items]
     assert {lv: levels.count(lv) for lv in set(levels)} == {1: 14, 2: 12, 3: 23, 4: 180, 5: 200}
     train = set(load_math_dataset("arithmetic", "train")["question"])
-    assert len(train) > 500 and not train & {item.question for item in benchmark.items}  # held out from every training question
+    assert len(train) > 500 and not train & {
+        item.question for item in benchmark.items
+    }  # held out from every training question

@@ -1,0 +1,431 @@
+"""The report of the pre-registered CoDaPO-vs-GRPO campaign, from what `run.py` has finished.
+
+    python experiments/codapo_vs_grpo/report.py          # writes results/report.md and its figures
+
+Reads `results/runs/` (per run: evaluation summaries and samples, trainer state, question log) and writes
+`results/report.md`, `results/summary.json` and the figures. The endpoints, test and decision rule are the ones fixed
+in PREREGISTRATION.md; they are computed over the seeds for which every arm has finished. With fewer seeds than
+pre-registered the intervals are printed as interim numbers and no verdict is given. The hand-written reading of
+the numbers and of the completions (`results/discussion.md`) is appended unchanged.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import logging
+import re
+import statistics
+from collections import Counter
+from pathlib import Path
+
+import run
+import stats
+
+
+logger = logging.getLogger("codapo_vs_grpo.report")
+HERE = Path(__file__).resolve().parent
+PREREGISTERED_SEEDS = 6
+SMALLEST_EFFECT = 5.0  # points of level-5 accuracy (PREREGISTRATION.md, "Decision rule")
+HARD_LEVEL = "5"
+TRAINED_LEVELS = ("3", "4", "5")
+LABELS = {
+    "grpo": "GRPO",
+    "codapo": "CoDaPO",
+    "codapo_weighting": "CoDaPO, weighting only",
+    "codapo_uniform": "uniform control",
+}
+READ_OUT_STEPS = (0, 8, 16, 24, 31, 32)
+
+
+def accuracy(summary: dict) -> dict[str, float]:
+    """Held-out accuracy in points per level, `"3-5"` (mean of the trained levels' accuracies) and `"all"`."""
+    bench = summary["benchmarks"]["arithmetic"]
+    points = {str(level): 100 * v["metrics"]["avg@n"] for level, v in bench["levels"].items()}
+    points["3-5"] = statistics.fmean(points[level] for level in TRAINED_LEVELS)
+    points["all"] = 100 * bench["metrics"]["avg@n"]
+    return points
+
+
+def budget_at(log_history: list[dict], step: int) -> dict[str, float]:
+    """What a run had spent by update `step`: generated tokens, wall seconds (sum of `step_time`) and distinct
+    questions (TRL's `budget/unique_prompts` as logged by the dynamics mixin)."""
+    updates = [h for h in log_history if "reward" in h and h["step"] <= step]
+    if step == 0 or not updates:
+        return {"tokens": 0.0, "seconds": 0.0, "questions": 0.0}
+    return {
+        "tokens": updates[-1]["budget/generated_tokens"],
+        "seconds": sum(h.get("step_time", 0.0) for h in updates),
+        "questions": updates[-1]["budget/unique_prompts"],
+    }
+
+
+def discovery_rate(rows: list[dict], level: int, first_sight_only: bool = True) -> tuple[int, int]:
+    """Groups of `level` with at least one correct completion, and all such groups, from a question log.
+
+    With `first_sight_only`, only groups generated for a fresh batch B (phase 0) count: CoDaPO's S repeats questions
+    it already saw, which would inflate its rate against GRPO's.
+
+    Example:
+        >>> discovery_rate([{"level": 5, "phase": 0, "num_correct": 0}, {"level": 5, "phase": 0, "num_correct": 2},
+        ...                 {"level": 5, "phase": 1, "num_correct": 3}, {"level": 4, "phase": 0, "num_correct": 1}], 5)
+        (1, 2)
+    """
+    groups = [r for r in rows if r["level"] == level and (r["phase"] == 0 or not first_sight_only)]
+    return sum(r["num_correct"] > 0 for r in groups), len(groups)
+
+
+def s_picks_by_level(rows: list[dict]) -> Counter:
+    """How many of the questions S picked came from each level (B rows flagged `selected`)."""
+    return Counter(r["level"] for r in rows if r["phase"] == 0 and r.get("selected"))
+
+
+def s_pick_outcomes(rows: list[dict]) -> Counter:
+    """S's picks by how their B group fared: `none` (0 of G correct), `mixed`, `all` (G of G)."""
+
+    def outcome(r: dict) -> str:
+        return "none" if r["num_correct"] == 0 else "all" if r["num_correct"] == r["num_generations"] else "mixed"
+
+    return Counter(outcome(r) for r in rows if r["phase"] == 0 and r.get("selected"))
+
+
+def clip_fraction_on_s(log_history: list[dict]) -> float | None:
+    """Mean fraction of clipped tokens (TRL's `clip_ratio/region_mean`) over the S updates (`codapo/phase` = 1)."""
+    values = [
+        h["clip_ratio/region_mean"]
+        for h in log_history
+        if h.get("codapo/phase") == 1.0 and "clip_ratio/region_mean" in h
+    ]
+    return statistics.fmean(values) if values else None
+
+
+def decide(primary_t, primary_bootstrap, secondary_t, smallest_effect: float = SMALLEST_EFFECT) -> str:
+    """PREREGISTRATION.md's decision rule: `confirm` needs the primary t interval above 0 and the key secondary's
+    lower end above `-smallest_effect`; `refute` needs the primary interval below `+smallest_effect`; the t and
+    bootstrap intervals must agree; anything else is `inconclusive`.
+
+    Example:
+        >>> from stats import PairedInterval as I
+        >>> decide(I(6, 2, 10, 6, 4, "paired-t", .95), I(6, 3, 9, 6, 4, "paired-bootstrap", .95),
+        ...        I(1, -7, 9, 6, 9, "paired-t", .95))
+        'inconclusive'
+    """
+    by_t = stats.verdict(primary_t, smallest_effect)
+    if by_t == "confirm" and secondary_t.low <= -smallest_effect:
+        by_t = "inconclusive"
+    if by_t != stats.verdict(primary_bootstrap, smallest_effect):
+        return "inconclusive"
+    return by_t
+
+
+def load_runs(runs_dir: Path) -> tuple[dict, dict[tuple[str, int], dict]]:
+    """The warm start's read-outs and every finished run's read-outs, log history and question log."""
+    warm = {
+        kind: json.loads((runs_dir / "warm_start" / kind / "summary.json").read_text()) for kind in ("avg4", "greedy")
+    }
+    runs = {}
+    for path in sorted(runs_dir.iterdir()):
+        match = re.fullmatch(r"(.+)-seed(\d+)", path.name)
+        if not match or not (path / "done.json").exists():
+            continue
+        state = json.loads((path / "trainer_state.json").read_text())
+        runs[match[1], int(match[2])] = {
+            "evals": {p.name: json.loads((p / "summary.json").read_text()) for p in sorted((path / "eval").iterdir())},
+            "log": state["log_history"],
+            "questions": [json.loads(line) for line in (path / "questions.jsonl").read_text().splitlines()],
+            "path": path,
+        }
+    return warm, runs
+
+
+def complete_seeds(runs: dict, arms: tuple[str, ...] = run.ARM_NAMES) -> list[int]:
+    """Seeds for which every arm has finished (the pairs the test uses)."""
+    seeds = {seed for _, seed in runs}
+    return sorted(s for s in seeds if all((arm, s) in runs for arm in arms))
+
+
+def read_out(runs: dict, warm: dict, arm: str, seed: int, step: int, kind: str) -> dict[str, float]:
+    if step == 0:
+        return accuracy(warm[kind])
+    return accuracy(runs[arm, seed]["evals"][f"step{step}-{kind}"])
+
+
+def compare_arms(runs, warm, treatment, control, seeds, step, kind, key) -> dict:
+    """Per-seed differences `treatment - control` of one endpoint, with the t and bootstrap intervals (n >= 2)."""
+    treated = [read_out(runs, warm, treatment, s, step, kind)[key] for s in seeds]
+    controlled = [read_out(runs, warm, control, s, step, kind)[key] for s in seeds]
+    diffs = stats.paired_differences(treated, controlled)
+    out = {"treatment": treated, "control": controlled, "differences": diffs}
+    if len(diffs) >= 2:
+        out["t"] = stats.paired_t_interval(diffs)
+        out["bootstrap"] = stats.paired_bootstrap_interval(diffs)
+    return out
+
+
+def fmt_interval(result: dict) -> str:
+    if "t" not in result:
+        return f"{result['differences'][0]:+.1f} (one seed: no interval)"
+    t, boot = result["t"], result["bootstrap"]
+    return (
+        f"{t.mean:+.1f} [{t.low:+.1f}, {t.high:+.1f}], p = {t.p_value:.2f}; bootstrap [{boot.low:+.1f}, "
+        f"{boot.high:+.1f}]; SD {t.sd:.1f}"
+    )
+
+
+def sample_examples(path: Path, level: int, correct: bool, limit: int) -> list[str]:
+    """Completions of one read-out for a level, correct or not (the report quotes them)."""
+    out = []
+    with gzip.open(path, "rt") as f:
+        for line in f:
+            question = json.loads(line)
+            if question["level"] != level:
+                continue
+            for sample in question["samples"]:
+                if sample["correct"] == correct and len(out) < limit:
+                    out.append(
+                        f"{question['question']} (gold {question['gold']}) -> "
+                        + sample["completion"].replace("\n", " ").strip()
+                    )
+    return out
+
+
+def write_report(warm: dict, runs: dict, results_dir: Path, compare) -> str:
+    arms = [a for a in run.ARM_NAMES if any(arm == a for arm, _ in runs)]
+    seeds = complete_seeds(runs)
+    lines = [
+        "# Does CoDaPO beat GRPO where discovery is rare? The pre-registered comparison (issue 14)",
+        "",
+        "Question, regime, arms, seeds, evaluation, endpoints, test and decision rule: `PREREGISTRATION.md` (fixed "
+        "before any run; amendments at its end). Command: `python experiments/codapo_vs_grpo/run.py --seeds 0 1 2 3 4 5"
+        "` then `python experiments/codapo_vs_grpo/report.py`. Accuracies are in points (% of samples correct) on "
+        "the held-out set (429 test questions: 14/12/23/180/200 on levels 1-5); avg@4 at T = 0.6 unless marked "
+        "greedy.",
+        "",
+        f"**Seeds with every arm finished: {len(seeds)} of {PREREGISTERED_SEEDS}** ({seeds}). Finished runs: "
+        + ", ".join(f"{a}-seed{s}" for a, s in sorted(runs))
+        + ".",
+        "",
+    ]
+    summary: dict = {"seeds": seeds, "runs": sorted(f"{a}-seed{s}" for a, s in runs)}
+    if seeds:
+        primary = compare_arms(runs, warm, "codapo", "grpo", seeds, 32, "avg4", HARD_LEVEL)
+        secondary = compare_arms(runs, warm, "codapo", "grpo", seeds, 32, "avg4", "3-5")
+        lines += ["## Primary endpoint: level-5 accuracy after update 32, CoDaPO minus GRPO", ""]
+        lines += ["| seed | GRPO | CoDaPO | difference |", "|---|---|---|---|"]
+        for s, t, c, d in zip(seeds, primary["treatment"], primary["control"], primary["differences"]):
+            lines.append(f"| {s} | {c:.1f} | {t:.1f} | {d:+.1f} |")
+        lines += [
+            "",
+            f"Mean difference [95 % paired t interval]: {fmt_interval(primary)}.",
+            "",
+            f"Key secondary (mean of levels 3-5): {fmt_interval(secondary)}.",
+            "",
+        ]
+        summary["primary"] = {k: v for k, v in primary.items() if k in ("treatment", "control", "differences")}
+        if len(seeds) >= PREREGISTERED_SEEDS and "t" in primary:
+            verdict = decide(primary["t"], primary["bootstrap"], secondary["t"])
+            lines.append(f"**Verdict (pre-registered rule, {len(seeds)} seeds): {verdict}.**")
+        else:
+            lines.append(
+                f"**No verdict yet**: the rule is applied at {PREREGISTERED_SEEDS} seeds; these are interim numbers."
+            )
+            verdict = None
+        summary["verdict"] = verdict
+        if "t" in primary and primary["t"].sd > 0:
+            needed = stats.required_seeds(SMALLEST_EFFECT, primary["t"].sd)
+            lines += [
+                "",
+                f"Measured SD of the per-seed level-5 differences: {primary['t'].sd:.1f} points; seeds a "
+                f"conclusive follow-up needs for a {SMALLEST_EFFECT:.0f}-point effect at 80 % power: {needed}.",
+            ]
+            summary["sd_primary"], summary["required_seeds"] = primary["t"].sd, needed
+        lines += [
+            "",
+            "## Every arm against GRPO (and CoDaPO against the uniform control)",
+            "",
+            "| comparison | read-out | level 5 | levels 3-5 |",
+            "|---|---|---|---|",
+        ]
+        pairs = [(a, "grpo") for a in arms if a != "grpo"] + [("codapo", "codapo_uniform")]
+        for treatment, control in pairs:
+            if treatment not in arms or control not in arms:
+                continue
+            for step, kind in ((32, "avg4"), (31, "avg4"), (32, "greedy"), (31, "greedy")):
+                cells = [
+                    fmt_interval(compare_arms(runs, warm, treatment, control, seeds, step, kind, key))
+                    for key in (HARD_LEVEL, "3-5")
+                ]
+                lines.append(
+                    f"| {LABELS[treatment]} - {LABELS[control]} | update {step}, {kind} | " + " | ".join(cells) + " |"
+                )
+    levels = ["1", "2", "3", "4", "5", "3-5"]
+    lines += [
+        "",
+        "## Held-out accuracy per arm (mean over finished runs, range)",
+        "",
+        "| model | read-out | " + " | ".join(f"level {lv}" for lv in levels) + " |",
+        "|---|---|" + "---|" * len(levels),
+    ]
+    for kind in ("avg4", "greedy"):
+        lines.append(
+            f"| warm start | {kind} | " + " | ".join(f"{accuracy(warm[kind])[lv]:.1f}" for lv in levels) + " |"
+        )
+    for arm in arms:
+        arm_seeds = sorted(s for a, s in runs if a == arm)
+        for step, kind in ((32, "avg4"), (31, "avg4"), (32, "greedy")):
+            values = [[read_out(runs, warm, arm, s, step, kind)[lv] for s in arm_seeds] for lv in levels]
+            cells = [
+                f"{statistics.fmean(v):.1f}" + (f" ({min(v):.1f}-{max(v):.1f})" if len(v) > 1 else "") for v in values
+            ]
+            lines.append(
+                f"| {LABELS[arm]} ({len(arm_seeds)} runs) | update {step}, {kind} | " + " | ".join(cells) + " |"
+            )
+    lines += [
+        "",
+        "## Budget axes: greedy accuracy against updates, tokens, wall time and distinct questions",
+        "",
+        "Mean over finished runs; level 5 / levels 3-5 (greedy, points), then what the run had spent by that "
+        "update: generated completion tokens, wall seconds of training (sum of `step_time`; the machine was "
+        "also used for development during some runs, so compare it within a sitting only) and distinct "
+        "questions drawn.",
+        "",
+        "| arm | update | level 5 | levels 3-5 | tokens | wall s | distinct questions |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    curves = {}
+    for arm in arms:
+        arm_seeds = sorted(s for a, s in runs if a == arm)
+        curves[arm] = []
+        for step in READ_OUT_STEPS:
+            acc = [read_out(runs, warm, arm, s, step, "greedy") for s in arm_seeds]
+            spent = [budget_at(runs[arm, s]["log"], step) for s in arm_seeds]
+            point = {
+                "step": step,
+                **{k: statistics.fmean(a[k] for a in acc) for k in (HARD_LEVEL, "3-5")},
+                **{k: statistics.fmean(b[k] for b in spent) for k in ("tokens", "seconds", "questions")},
+            }
+            curves[arm].append(point)
+            lines.append(
+                f"| {LABELS[arm]} | {step} | {point[HARD_LEVEL]:.1f} | {point['3-5']:.1f} | "
+                f"{point['tokens']:.0f} | {point['seconds']:.0f} | {point['questions']:.0f} |"
+            )
+    summary["curves"] = curves
+    lines += [
+        "",
+        "## Where the compute went",
+        "",
+        "Share (%) of trained rollouts and of absolute token-update weight per difficulty bin of their question "
+        "(d = error rate of its group: bin1 [0, 0.2) nearly solved ... bin5 [0.8, 1] nearly never solved), "
+        "summed over all updates and finished runs. Discovery: level-5 groups of a fresh batch B with at least "
+        "one correct completion (first half / second half of the run). S's picks: the questions S resampled, "
+        "by level and by how their B group fared (none / mixed / all of 8 correct). Clip: mean clipped-token "
+        "fraction on S updates.",
+        "",
+    ]
+    bin_labels = list(compare.BIN_LABELS)
+    lines += [
+        "| arm | "
+        + " | ".join(f"{b} rollouts" for b in bin_labels)
+        + " | "
+        + " | ".join(f"{b} weight" for b in bin_labels)
+        + " | L5 discovery | S picks L3/L4/L5 | "
+        "S picks none/mixed/all | clip on S |",
+        "|---|" + "---|" * (2 * len(bin_labels) + 4),
+    ]
+    for arm in arms:
+        arm_runs = [runs[a, s] for a, s in runs if a == arm]
+        bins = [compare.compute_by_bin([h for h in r["log"] if "reward" in h]) for r in arm_runs]
+        counts = [sum(b[label]["count"] for b in bins) for label in bin_labels]
+        weights = [sum(b[label]["weight"] for b in bins) for label in bin_labels]
+        halves = []
+        for half in (lambda step: step <= 16, lambda step: step > 16):
+            found = [discovery_rate([q for q in r["questions"] if half(q["step"])], 5) for r in arm_runs]
+            hit, total = sum(f[0] for f in found), sum(f[1] for f in found)
+            halves.append(f"{hit}/{total}")
+        picks = sum((s_picks_by_level(r["questions"]) for r in arm_runs), Counter())
+        outcomes = sum((s_pick_outcomes(r["questions"]) for r in arm_runs), Counter())
+        clips = [c for c in (clip_fraction_on_s(r["log"]) for r in arm_runs) if c is not None]
+        lines.append(
+            f"| {LABELS[arm]} | "
+            + " | ".join(f"{100 * c / max(sum(counts), 1e-9):.0f}" for c in counts)
+            + " | "
+            + " | ".join(f"{100 * w / max(sum(weights), 1e-9):.0f}" for w in weights)
+            + f" | {' / '.join(halves)} | "
+            + ("/".join(str(picks[lv]) for lv in (3, 4, 5)) if picks else "-")
+            + " | "
+            + ("/".join(str(outcomes[o]) for o in ("none", "mixed", "all")) if outcomes else "-")
+            + " | "
+            + (f"{100 * statistics.fmean(clips):.2f} %" if clips else "-")
+            + " |"
+        )
+    lines += [
+        "",
+        "## Completions behind the scores",
+        "",
+        "Level-5 completions after update 32 (avg@4 samples), first of the held-out order; every correct one "
+        "in the run's samples file can be read the same way (`zcat results/runs/<run>/eval/step32-avg4/"
+        "samples.jsonl.gz`).",
+        "",
+    ]
+    for arm, seed in sorted(runs):
+        path = runs[arm, seed]["path"] / "eval" / "step32-avg4" / "samples.jsonl.gz"
+        right, wrong = sample_examples(path, 5, True, 2), sample_examples(path, 5, False, 1)
+        lines += [
+            f"- {arm}-seed{seed}: correct: "
+            + ("; ".join(f"`{e}`" for e in right) or "none")
+            + "; wrong: "
+            + "; ".join(f"`{e}`" for e in wrong)
+        ]
+    lines += ["", "![accuracy against the budget axes](budget_axes.png)", ""]
+    discussion = results_dir / "discussion.md"
+    if discussion.exists():
+        lines += [discussion.read_text().strip(), ""]
+    (results_dir / "summary.json").write_text(json.dumps(summary, indent=1, default=lambda o: o.__dict__))
+    return "\n".join(lines)
+
+
+def plot(curves: dict, out: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    axes_keys = (
+        ("step", "optimizer updates"),
+        ("tokens", "generated tokens"),
+        ("seconds", "wall seconds"),
+        ("questions", "distinct questions"),
+    )
+    fig, axes = plt.subplots(2, 4, figsize=(18, 7.5))
+    for row, (key, name) in enumerate(((HARD_LEVEL, "level 5"), ("3-5", "levels 3-5"))):
+        for col, (x, xlabel) in enumerate(axes_keys):
+            ax = axes[row][col]
+            for arm, points in curves.items():
+                ax.plot([p[x] for p in points], [p[key] for p in points], marker="o", label=LABELS[arm])
+            ax.set_xlabel(xlabel)
+            ax.set_ylabel(f"greedy accuracy, {name} (%)")
+            ax.grid(alpha=0.3)
+    axes[0][0].legend()
+    fig.suptitle("Held-out greedy accuracy against the budget axes (mean over finished runs)")
+    fig.tight_layout()
+    fig.savefig(out / "budget_axes.png", dpi=110)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--results-dir", type=Path, default=HERE / "results")
+    options = parser.parse_args(argv)
+    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
+    warm, runs = load_runs(options.results_dir / "runs")
+    if not runs:
+        parser.error(f"no finished run under {options.results_dir / 'runs'}: run run.py first")
+    report = write_report(warm, runs, options.results_dir, run.load_compare())
+    plot(json.loads((options.results_dir / "summary.json").read_text())["curves"], options.results_dir)
+    (options.results_dir / "report.md").write_text(report + "\n")
+    logger.info("Wrote %s", options.results_dir / "report.md")
+
+
+if __name__ == "__main__":
+    main()
