@@ -12,7 +12,14 @@ from transformers.trainer_utils import get_last_checkpoint
 from codapo_trl.command_line import LOG_FORMAT, configure_logging
 
 
-__all__ = ["LOG_FORMAT", "SaveAtSteps", "check_save_at_steps", "configure_logging", "exit_cleanly", "resume_checkpoint"]
+__all__ = [
+    "LOG_FORMAT",
+    "SaveAtSteps",
+    "check_save_at_steps",
+    "configure_logging",
+    "exit_cleanly",
+    "resume_checkpoint",
+]
 
 
 logger = logging.getLogger(__name__)

@@ -160,7 +160,8 @@ def run_one(arm: str, seed: int, options: argparse.Namespace, compare, recipe: d
         work.mkdir(parents=True)
         recipe_path = compare.arm_recipe(arm, recipe, work / "recipe.yaml")
         command = train_command(arm, seed, recipe_path, work, compare.ARMS[arm])
-        (results / "command.txt").write_text(" ".join(Path(c).name if c == sys.executable else c for c in command))
+        shown = ["python", *(c.replace(f"{ROOT}/", "") for c in command[1:])]  # paths relative to the checkout
+        (results / "command.txt").write_text(" ".join(shown) + "\n")
         shutil.copy(recipe_path, results / "recipe.yaml")
         logger.info("Training %s: %s", name, " ".join(command))
         start = time.perf_counter()
@@ -193,7 +194,9 @@ def main(argv: list[str] | None = None) -> None:
     model = model if model.is_absolute() else ROOT / model
     if not (model / "config.json").exists():
         parser.error(f"the warm start {model} does not exist: make it first (see this script's help)")
-    recipe["model_name_or_path"] = str(model)
+    missing = [key for key in ("max_completion_length", "system_prompt") if key not in recipe]
+    if missing:  # the read-outs use the training's prompt and token limit
+        parser.error(f"{options.recipe} lacks {missing}")
     compare = load_compare()
     benchmark = held_out_benchmark()
     for evaluation in evaluations_at(UPDATES):
