@@ -174,19 +174,17 @@ def fmt_interval(result: dict) -> str:
 
 
 def sample_examples(path: Path, level: int, correct: bool, limit: int) -> list[str]:
-    """Completions of one read-out for a level, correct or not (the report quotes them)."""
+    """Up to `limit` completions of one read-out for a level, correct or not, one per question, in held-out order
+    (the report quotes them)."""
     out = []
     with gzip.open(path, "rt") as f:
-        for line in f:
-            question = json.loads(line)
-            if question["level"] != level:
+        for question in map(json.loads, f):
+            if question["level"] != level or len(out) >= limit:
                 continue
-            for sample in question["samples"]:
-                if sample["correct"] == correct and len(out) < limit:
-                    out.append(
-                        f"{question['question']} (gold {question['gold']}) -> "
-                        + sample["completion"].replace("\n", " ").strip()
-                    )
+            sample = next((s for s in question["samples"] if s["correct"] == correct), None)
+            if sample is not None:
+                completion = sample["completion"].replace("\n", " ").strip()
+                out.append(f"{question['question']} (gold {question['gold']}) -> {completion}")
     return out
 
 
@@ -278,9 +276,7 @@ def write_report(warm: dict, runs: dict, results_dir: Path, compare) -> str:
             cells = [
                 f"{statistics.fmean(v):.1f}" + (f" ({min(v):.1f}-{max(v):.1f})" if len(v) > 1 else "") for v in values
             ]
-            lines.append(
-                f"| {LABELS[arm]} ({len(arm_seeds)} runs) | update {step}, {kind} | " + " | ".join(cells) + " |"
-            )
+            lines.append(f"| {LABELS[arm]} (seeds {arm_seeds}) | update {step}, {kind} | " + " | ".join(cells) + " |")
     lines += [
         "",
         "## Budget axes: greedy accuracy against updates, tokens, wall time and distinct questions",
