@@ -148,10 +148,12 @@ def test_report_computes_the_paired_endpoint(report, tmp_path):
         pytest.skip("the warm start's evaluation is not committed yet")
     gains = [4.0, 6.0, 5.0]
     results = _fake_campaign(tmp_path, [0, 1, 2], gains)
+    (results / "runs" / "codapo_uniform-seed2" / "done.json").unlink()  # an arm of seed 2 still running
     report.main(["--results-dir", str(results)])
     text = (results / "report.md").read_text()
     summary = json.loads((results / "summary.json").read_text())
-    assert summary["seeds"] == [0, 1, 2] and summary["verdict"] is None
+    assert summary["seeds"] == [0, 1] and summary["primary_seeds"] == [0, 1, 2] and summary["verdict"] is None
+    assert "CoDaPO - uniform control | update 32, avg4 (seeds [0, 1])" in text
     assert summary["primary"]["differences"] == pytest.approx(gains)
     assert "+5.0 [" in text and "No verdict yet" in text  # mean of 4, 6, 5
     assert summary["required_seeds"] == report.stats.required_seeds(5.0, 1.0)  # SD of 4, 6, 5 is 1
@@ -167,4 +169,4 @@ def test_report_gives_a_verdict_at_six_seeds(report, tmp_path):
     results = _fake_campaign(tmp_path, list(range(6)), [1.0, -1.0, 0.5, -0.5, 0.0, 0.2])
     report.main(["--results-dir", str(results)])
     assert json.loads((results / "summary.json").read_text())["verdict"] == "refute"
-    assert "Verdict (pre-registered rule, 6 seeds): refute" in (results / "report.md").read_text()
+    assert "**Refute** (pre-registered rule, 6 paired seeds)" in (results / "report.md").read_text()
