@@ -175,7 +175,7 @@ def run_one(arm: str, seed: int, options: argparse.Namespace, compare, recipe: d
         for evaluation in evaluations_at(step):
             evaluate(model, evaluation, recipe, benchmark, results / "eval" / f"step{step}-{evaluation.kind}")
         if model != work and not options.keep_checkpoints:
-            shutil.rmtree(model)
+            shutil.rmtree(model, ignore_errors=True)  # gone already when an earlier sitting read it out
     (results / "done.json").write_text(json.dumps({"arm": arm, "seed": seed}))
 
 
