@@ -101,3 +101,57 @@ def test_the_held_out_set_is_the_preregistered_one(run):
     assert len(train) > 500 and not train & {
         item.question for item in benchmark.items
     }  # held out from every training question
+
+
+class _Stop(RuntimeError):
+    pass
+
+
+def test_a_stopped_sitting_resumes_without_redoing_work(run, tmp_path, monkeypatch):
+    """A finished training is not re-run, a finished read-out is not redone, a checkpoint already read out and
+    deleted does not break the next sitting, and the run is marked done only after its last read-out."""
+    import argparse
+    import json
+
+    work = tmp_path / "work" / "grpo-seed1"
+    for step in (8, 16, 24, 31):
+        (work / f"checkpoint-{step}").mkdir(parents=True)
+    for name in ("train_results.json", "model.safetensors", "trainer_state.json", "questions.jsonl"):
+        (work / name).write_text("{}")
+    calls = []
+    stop_at = {"checkpoint-24"}
+
+    class Result:
+        def to_summary(self):
+            return {"benchmarks": {}}
+
+    def fake_evaluate_model(model, benchmarks, *, output_dir, num_samples, temperature, **kwargs):
+        if Path(model).name in stop_at:
+            raise _Stop
+        calls.append((Path(model).name, num_samples, temperature))
+        Path(output_dir).mkdir(parents=True)
+        (Path(output_dir) / "samples.jsonl").write_text('{"q": 1}\n')
+        return Result()
+
+    def no_training(*args, **kwargs):
+        raise AssertionError("a finished training was started again")
+
+    monkeypatch.setattr(run, "evaluate_model", fake_evaluate_model)
+    monkeypatch.setattr(run.subprocess, "run", no_training)
+    options = argparse.Namespace(results_dir=tmp_path / "results", work_dir=tmp_path / "work", keep_checkpoints=False)
+    recipe = {"max_completion_length": 48, "system_prompt": "p"}
+    with pytest.raises(_Stop):
+        run.run_one("grpo", 1, options, None, recipe, benchmark=None)
+    results = options.results_dir / "runs" / "grpo-seed1"
+    assert not (results / "done.json").exists()
+    assert not (work / "checkpoint-8").exists() and (work / "checkpoint-24").exists()
+    assert [c[0] for c in calls] == ["checkpoint-8", "checkpoint-16"]
+
+    stop_at.clear()
+    run.run_one("grpo", 1, options, None, recipe, benchmark=None)
+    assert [c[0] for c in calls[2:]] == ["checkpoint-24", "checkpoint-31", "checkpoint-31", "grpo-seed1", "grpo-seed1"]
+    assert sorted(p.name for p in work.glob("checkpoint-*")) == []
+    assert json.loads((results / "done.json").read_text()) == {"arm": "grpo", "seed": 1}
+    assert (results / "eval" / "step32-avg4" / "samples.jsonl.gz").exists()
+    run.run_one("grpo", 1, options, None, recipe, benchmark=None)  # done: nothing evaluated again
+    assert len(calls) == 7
