@@ -32,6 +32,7 @@ from pathlib import Path
 
 import yaml
 
+from codapo_trl.command_line import configure_logging
 from codapo_trl.dynamics import BIN_LABELS
 from codapo_trl.evaluation import evaluate_model
 from codapo_trl.models import resolve_model_name_or_path
@@ -93,6 +94,7 @@ LABELS = {
     "grpo": "GRPO",
     "codapo": "CoDaPO",
     "codapo_weighting": "CoDaPO, weighting only",
+    "codapo_uniform": "uniform control",
     "dapo": "DAPO",
     "dr_grpo": "Dr. GRPO",
     "gpg": "GPG",
@@ -398,7 +400,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--eval-seed", type=int, default=0)
     parser.add_argument("--train-args", nargs=argparse.REMAINDER, default=[], help="extra recipe overrides, last")
     options = parser.parse_args(argv)
-    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
+    configure_logging()
     if options.updates % 2 or options.eval_every % 2:
         parser.error("--updates and --eval-every must be even (whole B/S pairs)")
     options.output_dir.mkdir(parents=True, exist_ok=True)

@@ -23,6 +23,8 @@ from pathlib import Path
 import run
 import stats
 
+from codapo_trl.command_line import configure_logging
+
 
 logger = logging.getLogger("codapo_vs_grpo.report")
 HERE = Path(__file__).resolve().parent
@@ -30,21 +32,15 @@ PREREGISTERED_SEEDS = 6
 SMALLEST_EFFECT = 5.0  # points of level-5 accuracy (PREREGISTRATION.md, "Decision rule")
 HARD_LEVEL = "5"
 TRAINED_LEVELS = ("3", "4", "5")
-LABELS = {
-    "grpo": "GRPO",
-    "codapo": "CoDaPO",
-    "codapo_weighting": "CoDaPO, weighting only",
-    "codapo_uniform": "uniform control",
-}
+compare = run.load_compare()  # experiments/compare.py: the arms' labels, the summary reader, the bins
+LABELS = compare.LABELS
 READ_OUT_STEPS = (0, 8, 16, 24, 31, 32)
 
 
 def accuracy(summary: dict) -> dict[str, float]:
     """Held-out accuracy in points per level, `"3-5"` (mean of the trained levels' accuracies) and `"all"`."""
-    bench = summary["benchmarks"]["arithmetic"]
-    points = {str(level): 100 * v["metrics"]["avg@n"] for level, v in bench["levels"].items()}
+    points = {key: 100 * value for key, value in compare.accuracy_by_level(summary).items()}
     points["3-5"] = statistics.fmean(points[level] for level in TRAINED_LEVELS)
-    points["all"] = 100 * bench["metrics"]["avg@n"]
     return points
 
 
@@ -204,7 +200,8 @@ def sample_examples(path: Path, level: int, correct: bool, limit: int) -> list[s
     return out
 
 
-def write_report(warm: dict, runs: dict, results_dir: Path, compare) -> str:
+def write_report(warm: dict, runs: dict, results_dir: Path) -> tuple[str, dict]:
+    """The report's markdown and its machine-readable summary (verdict, per-seed endpoints, curves)."""
     arms = [a for a in run.ARM_NAMES if any(arm == a for arm, _ in runs)]
     seeds = complete_seeds(runs)
     lines = [
@@ -405,8 +402,7 @@ def write_report(warm: dict, runs: dict, results_dir: Path, compare) -> str:
     discussion = results_dir / "discussion.md"
     if discussion.exists():
         lines += [discussion.read_text().strip(), ""]
-    (results_dir / "summary.json").write_text(json.dumps(summary, indent=1, default=lambda o: o.__dict__))
-    return "\n".join(lines)
+    return "\n".join(lines), summary
 
 
 def plot(curves: dict, out: Path) -> None:
@@ -441,12 +437,13 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--results-dir", type=Path, default=HERE / "results")
     options = parser.parse_args(argv)
-    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
+    configure_logging()
     warm, runs = load_runs(options.results_dir / "runs")
     if not runs:
         parser.error(f"no finished run under {options.results_dir / 'runs'}: run run.py first")
-    report = write_report(warm, runs, options.results_dir, run.load_compare())
-    plot(json.loads((options.results_dir / "summary.json").read_text())["curves"], options.results_dir)
+    report, summary = write_report(warm, runs, options.results_dir)
+    (options.results_dir / "summary.json").write_text(json.dumps(summary, indent=1, default=lambda o: o.__dict__))
+    plot(summary["curves"], options.results_dir)
     (options.results_dir / "report.md").write_text(report + "\n")
     logger.info("Wrote %s", options.results_dir / "report.md")
 

@@ -32,6 +32,7 @@ from pathlib import Path
 
 import yaml
 
+from codapo_trl.command_line import configure_logging
 from codapo_trl.evaluation import evaluate_model, load_benchmark
 from codapo_trl.evaluation.benchmarks import Benchmark
 
@@ -188,7 +189,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--work-dir", type=Path, default=ROOT / "outputs" / "codapo_vs_grpo", help="models")
     parser.add_argument("--keep-checkpoints", action="store_true", help="do not delete evaluated checkpoints")
     options = parser.parse_args(argv)
-    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
+    configure_logging()
     recipe = yaml.safe_load(options.recipe.read_text())
     model = Path(recipe["model_name_or_path"])
     model = model if model.is_absolute() else ROOT / model
