@@ -96,6 +96,29 @@ def clip_fraction_on_s(log_history: list[dict]) -> float | None:
     return statistics.fmean(values) if values else None
 
 
+QUARTERS = ((1, 8), (9, 16), (17, 24), (25, 32))
+
+
+def fresh_batch_reward(log_history: list[dict], first: int, last: int) -> float | None:
+    """Mean training reward (TRL's `reward`, the mean of the rollouts' rewards) over the updates `first`..`last`
+    that trained on a fresh batch B: every GRPO update, CoDaPO's B updates. S updates (`codapo/phase` = 1) score
+    rollouts of questions chosen for their value, so they would not show how the policy does on new questions.
+
+    Example:
+
+        >>> log = [{"step": 1, "reward": 0.2}, {"step": 2, "reward": 0.9, "codapo/phase": 1.0},
+        ...        {"step": 3, "reward": 0.4, "codapo/phase": 0.0}, {"step": 3, "train_runtime": 1.0}]
+        >>> round(fresh_batch_reward(log, 1, 4), 6), fresh_batch_reward(log, 5, 8)
+        (0.3, None)
+    """
+    values = [
+        h["reward"]
+        for h in log_history
+        if "reward" in h and first <= h["step"] <= last and h.get("codapo/phase") != 1.0
+    ]
+    return statistics.fmean(values) if values else None
+
+
 def decide(primary_t, primary_bootstrap, secondary_t, smallest_effect: float = SMALLEST_EFFECT) -> str:
     """PREREGISTRATION.md's decision rule: `confirm` needs the primary t interval above 0 and the key secondary's
     lower end above `-smallest_effect`; `refute` needs the primary interval below `+smallest_effect`; the t and
@@ -380,6 +403,29 @@ def write_report(warm: dict, runs: dict, results_dir: Path) -> tuple[str, dict]:
             + (f"{100 * statistics.fmean(clips):.2f} %" if clips else "-")
             + " |"
         )
+    lines += [
+        "",
+        "## Training reward on fresh batches",
+        "",
+        "Mean training reward (fraction of rollouts graded correct) of the updates that trained on a fresh batch B "
+        "(every GRPO update; CoDaPO's B updates, not its S updates), per quarter of the run; mean over finished "
+        "runs (range). A falling reward here means the policy got worse on new questions of the training mix.",
+        "",
+        "| arm | " + " | ".join(f"updates {a}-{b}" for a, b in QUARTERS) + " |",
+        "|---|" + "---|" * len(QUARTERS),
+    ]
+    for arm in arms:
+        arm_runs = [runs[a, s] for a, s in sorted(runs) if a == arm]
+        per_quarter = [
+            [v for v in (fresh_batch_reward(r["log"], first, last) for r in arm_runs) if v is not None]
+            for first, last in QUARTERS
+        ]
+        summary.setdefault("fresh_batch_reward", {})[arm] = [statistics.fmean(v) if v else None for v in per_quarter]
+        cells = [
+            "-" if not v else f"{statistics.fmean(v):.2f}" + (f" ({min(v):.2f}-{max(v):.2f})" if len(v) > 1 else "")
+            for v in per_quarter
+        ]
+        lines.append(f"| {LABELS[arm]} | " + " | ".join(cells) + " |")
     lines += [
         "",
         "## Completions behind the scores",

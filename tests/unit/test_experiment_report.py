@@ -98,6 +98,8 @@ def test_question_log_read_outs(report):
     assert report.budget_at(log, 1) == {"tokens": 100, "seconds": 3.0, "questions": 8}
     assert report.budget_at(log, 2) == {"tokens": 250, "seconds": 5.0, "questions": 8}
     assert report.clip_fraction_on_s(log) == 0.25
+    assert report.fresh_batch_reward(log, 1, 8) == 0.1  # the S update (phase 1) is not a fresh batch
+    assert report.fresh_batch_reward(log, 2, 8) is None
 
 
 def _summary_with(base: dict, level5: float, level3: float = 20.0) -> dict:
@@ -126,7 +128,7 @@ def _fake_campaign(root: Path, seeds: list[int], codapo_gain: list[float]) -> Pa
             log = [
                 {
                     "step": s,
-                    "reward": 0.2,
+                    "reward": 0.9 if arm != "grpo" and s % 2 == 0 else 0.2,  # S updates score chosen questions
                     "budget/generated_tokens": 1000 * s,
                     "budget/unique_prompts": 8 * s,
                     "step_time": 10.0,
@@ -157,6 +159,8 @@ def test_report_computes_the_paired_endpoint(report, tmp_path):
     assert summary["primary"]["differences"] == pytest.approx(gains)
     assert "+5.0 [" in text and "No verdict yet" in text  # mean of 4, 6, 5
     assert summary["required_seeds"] == report.stats.required_seeds(5.0, 1.0)  # SD of 4, 6, 5 is 1
+    assert summary["fresh_batch_reward"]["codapo"] == pytest.approx([0.2] * 4)  # S updates' 0.9 left out
+    assert "| CoDaPO | 0.20 (0.20-0.20) | 0.20 (0.20-0.20) |" in text
     assert (results / "budget_axes.png").stat().st_size > 10_000
     with gzip.open(WARM / "avg4" / "samples.jsonl.gz", "rt") as f:
         first_level5 = next(q for q in map(json.loads, f) if q["level"] == 5)
