@@ -327,6 +327,21 @@ def write_report(warm: dict, runs: dict, results_dir: Path) -> tuple[str, dict]:
             lines.append(f"| {LABELS[arm]} (seeds {arm_seeds}) | update {step}, {kind} | " + " | ".join(cells) + " |")
     lines += [
         "",
+        "## Per seed: every arm after update 32 (avg@4)",
+        "",
+        "Levels 1-2 are never trained (what a run forgot); level 5 is the primary endpoint's level.",
+        "",
+        "| seed | model | " + " | ".join(f"level {lv}" for lv in levels) + " |",
+        "|---|---|" + "---|" * len(levels),
+    ]
+    summary["per_seed"] = {}
+    for seed in sorted({s for _, s in runs}):
+        for arm in (a for a in arms if (a, seed) in runs):
+            values = read_out(runs, warm, arm, seed, 32, "avg4")
+            summary["per_seed"].setdefault(arm, {})[str(seed)] = {lv: values[lv] for lv in levels}
+            lines.append(f"| {seed} | {LABELS[arm]} | " + " | ".join(f"{values[lv]:.1f}" for lv in levels) + " |")
+    lines += [
+        "",
         "## Budget axes: greedy accuracy against updates, tokens, wall time and distinct questions",
         "",
         "Mean over finished runs; level 5 / levels 3-5 (greedy, points), then what the run had spent by that "

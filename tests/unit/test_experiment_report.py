@@ -161,6 +161,10 @@ def test_report_computes_the_paired_endpoint(report, tmp_path):
     assert summary["required_seeds"] == report.stats.required_seeds(5.0, 1.0)  # SD of 4, 6, 5 is 1
     assert summary["fresh_batch_reward"]["codapo"] == pytest.approx([0.2] * 4)  # S updates' 0.9 left out
     assert "| CoDaPO | 0.20 (0.20-0.20) | 0.20 (0.20-0.20) |" in text
+    # every finished run has its own row, the unfinished one none
+    assert summary["per_seed"]["codapo"]["2"]["5"] == pytest.approx(2.0 + 2 + 5.0)
+    assert "| 2 | CoDaPO | " in text and "| 2 | uniform control | " not in text
+    assert sorted(summary["per_seed"]["codapo_uniform"]) == ["0", "1"]
     assert (results / "budget_axes.png").stat().st_size > 10_000
     with gzip.open(WARM / "avg4" / "samples.jsonl.gz", "rt") as f:
         first_level5 = next(q for q in map(json.loads, f) if q["level"] == 5)
