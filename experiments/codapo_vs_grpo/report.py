@@ -424,7 +424,9 @@ def write_report(warm: dict, runs: dict, results_dir: Path) -> tuple[str, dict]:
         "",
         "Mean training reward (fraction of rollouts graded correct) of the updates that trained on a fresh batch B "
         "(every GRPO update; CoDaPO's B updates, not its S updates), per quarter of the run; mean over finished "
-        "runs (range). A falling reward here means the policy got worse on new questions of the training mix.",
+        "runs (range). Arms are compared at equal updates, not on equal questions: an arm with S updates meets a "
+        "new batch every second update, so its quarter holds other questions than GRPO's (seed 1's last quarter: "
+        "see the reading), and a change here is the policy and the questions together.",
         "",
         "| arm | " + " | ".join(f"updates {a}-{b}" for a, b in QUARTERS) + " |",
         "|---|" + "---|" * len(QUARTERS),
