@@ -34,6 +34,7 @@ __all__ = [
     "plain_answer",
     "row_question_id",
     "solution_last_boxed",
+    "text_after_last_box",
 ]
 
 ANSWER_TYPES = ("math", "number", "choice")
@@ -151,6 +152,38 @@ def last_boxed(text: str | None, *, lenient: bool = False) -> str | None:
             if token:
                 return token.group(0).rstrip(".") or None
     return None
+
+
+def text_after_last_box(text: str | None) -> str | None:
+    """What a completion writes after its last closed `\\boxed{...}` / `\\fbox{...}`; `None` if it has no such box.
+
+    The grader never reads this text (the last box wins, see `last_boxed`), so a policy may write anything there,
+    including a different final answer (`\\boxed{23} = 26. The answer is 26.`). Analyses use it to count such
+    contradictions; an unclosed last box gives `None` like `last_boxed`.
+
+    Example:
+        ```python
+        >>> text_after_last_box(r"1 + 1 = 2. \\boxed{2} = 3. The answer is 3.")
+        ' = 3. The answer is 3.'
+        >>> text_after_last_box(r"\\boxed{\\frac{1}{2}}")
+        ''
+        >>> text_after_last_box("The answer is 2.") is None, text_after_last_box(r"\\boxed{2} \\boxed{3") is None
+        (True, True)
+
+        ```
+    """
+    if not text:
+        return None
+    match = None
+    for match in _BRACED_BOX_RE.finditer(text):  # noqa: B007 - we want the last one
+        pass
+    if match is None:
+        return None
+    open_index = match.end() - 1
+    content = braced_group(text, open_index)
+    if content is None:
+        return None
+    return text[open_index + len(content) + 2 :]
 
 
 # ---------------------------------------------------------------------------------------------------------------------

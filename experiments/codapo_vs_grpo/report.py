@@ -23,7 +23,10 @@ from pathlib import Path
 import run
 import stats
 
+from codapo_trl.answers import text_after_last_box
 from codapo_trl.command_line import configure_logging
+from codapo_trl.rewards.extraction import extract_final_answer
+from codapo_trl.rewards.grading import grade_answers
 
 
 logger = logging.getLogger("codapo_vs_grpo.report")
@@ -221,6 +224,42 @@ def sample_examples(path: Path, level: int, correct: bool, limit: int) -> list[s
                 completion = sample["completion"].replace("\n", " ").strip()
                 out.append(f"{question['question']} (gold {question['gold']}) -> {completion}")
     return out
+
+
+def answers_after_box(path: Path) -> dict[int, Counter]:
+    """Per level of one read-out's samples file: `samples`, `correct` (as graded: the last box), `stated` (samples
+    that state a final answer after their last box, e.g. `\\boxed{23} = 26. The answer is 26.`) and `contradicted`
+    (correct ones whose answer stated after the box is graded wrong by the same grader). The grader never reads
+    text after the box; this counts what a reader would call a contradicted answer."""
+    counts: dict[int, Counter] = {}
+    to_grade: list[tuple[int, str, str, str | None, str | None]] = []
+    with gzip.open(path, "rt") as f:
+        for question in map(json.loads, f):
+            level = counts.setdefault(question["level"], Counter())
+            for sample in question["samples"]:
+                level["samples"] += 1
+                level["correct"] += bool(sample["correct"])
+                after = text_after_last_box(sample["completion"])
+                if after is None or extract_final_answer(after) is None:
+                    continue
+                level["stated"] += 1
+                if sample["correct"]:
+                    to_grade.append(
+                        (question["level"], after, question["gold"], question.get("answer_type"), question["question"])
+                    )
+    if to_grade:
+        levels, afters, golds, types, questions = zip(*to_grade)
+        for level, result in zip(levels, grade_answers(afters, golds, types, questions)):
+            counts[level]["contradicted"] += not result.correct
+    return counts
+
+
+def strict_accuracy(counts: dict[int, Counter]) -> dict[str, float]:
+    """Accuracy in points per level and `"3-5"` when a correct box contradicted by a later stated answer counts
+    as wrong (`answers_after_box`)."""
+    points = {str(lv): 100 * (c["correct"] - c["contradicted"]) / c["samples"] for lv, c in counts.items()}
+    points["3-5"] = statistics.fmean(points[level] for level in TRAINED_LEVELS)
+    return points
 
 
 def write_report(warm: dict, runs: dict, results_dir: Path) -> tuple[str, dict]:
@@ -461,6 +500,47 @@ def write_report(warm: dict, runs: dict, results_dir: Path) -> tuple[str, dict]:
             + "; wrong: "
             + "; ".join(f"`{e}`" for e in wrong)
         ]
+    lines += [
+        "",
+        "## A final answer stated after the box (sensitivity check, not pre-registered)",
+        "",
+        "The grader reads the last box and ignores what follows it, so a completion such as `\\boxed{23} = 26. The "
+        "answer is 26.` is paid as 23. Per run (avg@4 after update 32): samples that state a final answer after their "
+        "last box, how many of those were graded correct while the answer stated after the box is wrong "
+        "(contradicted), and the accuracy when contradicted samples count as wrong (strict). Added after seed 3's "
+        "GRPO run was read; the pre-registered endpoints above are unchanged.",
+        "",
+        "| run | stated after the box | contradicted | level 5 | level 5, strict | levels 3-5 | levels 3-5, strict |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    strict = {}
+    for arm, seed in sorted(runs):
+        counts = answers_after_box(runs[arm, seed]["path"] / "eval" / "step32-avg4" / "samples.jsonl.gz")
+        strict[arm, seed] = strict_accuracy(counts)
+        graded = read_out(runs, warm, arm, seed, 32, "avg4")
+        stated = sum(c["stated"] for c in counts.values())
+        contradicted = sum(c["contradicted"] for c in counts.values())
+        total = sum(c["samples"] for c in counts.values())
+        lines.append(
+            f"| {arm}-seed{seed} | {stated} of {total} | {contradicted} | {graded[HARD_LEVEL]:.1f} | "
+            f"{strict[arm, seed][HARD_LEVEL]:.1f} | {graded['3-5']:.1f} | {strict[arm, seed]['3-5']:.1f} |"
+        )
+    summary["strict"] = {f"{a}-seed{s}": v for (a, s), v in strict.items()}
+    if len(paired) >= 2:
+        diffs = stats.paired_differences(
+            [strict["codapo", s][HARD_LEVEL] for s in paired], [strict["grpo", s][HARD_LEVEL] for s in paired]
+        )
+        strict_primary = {
+            "differences": diffs,
+            "t": stats.paired_t_interval(diffs),
+            "bootstrap": stats.paired_bootstrap_interval(diffs),
+        }
+        lines += [
+            "",
+            f"Level 5, CoDaPO minus GRPO, strict (seeds {paired}): {fmt_interval(strict_primary)} (as graded: "
+            f"{fmt_interval(primary)}).",
+        ]
+        summary["strict_primary_differences"] = diffs
     lines += ["", "![accuracy against the budget axes](budget_axes.png)", ""]
     discussion = results_dir / "discussion.md"
     if discussion.exists():

@@ -15,6 +15,7 @@ from codapo_trl.answers import (
     last_boxed,
     row_question_id,
     solution_last_boxed,
+    text_after_last_box,
 )
 from codapo_trl.evaluation.benchmarks import _item_id
 from codapo_trl.rewards import extract_final_answer, grade_answers
@@ -49,6 +50,22 @@ def test_grading_rule_never_reads_an_earlier_or_braceless_box(text):
 def test_braced_box_after_a_braceless_one_is_the_answer():
     assert last_boxed(r"\boxed 20 then \boxed{19}") == "19"
     assert last_boxed(r"\boxed{19} then \boxed 20") == "19"  # a brace-less `\boxed` is not a box for grading
+
+
+@pytest.mark.parametrize(
+    ("text", "after"),
+    [
+        (r"\boxed{23} = 26. The answer is 26.", " = 26. The answer is 26."),
+        (r"\boxed{\frac{1}{2}} hence \fbox{\{1\}} then 3", " then 3"),  # nested and escaped braces, the last box
+        (r"$\boxed{7}$", "$"),
+        (r"\boxed{7} \boxed 8", r" \boxed 8"),  # a brace-less `\boxed` is text, not a box
+        (r"\boxed{7} \boxed{8", None),  # unclosed last box: no answer, nothing after it
+        (r"\boxed{}", ""),
+        ("The answer is 7.", None),
+    ],
+)
+def test_text_after_last_box(text, after):
+    assert text_after_last_box(text) == after
 
 
 def test_empty_last_box_is_no_answer_in_both_modes():

@@ -178,3 +178,34 @@ def test_report_gives_a_verdict_at_six_seeds(report, tmp_path):
     report.main(["--results-dir", str(results)])
     assert json.loads((results / "summary.json").read_text())["verdict"] == "refute"
     assert "**Refute** (pre-registered rule, 6 paired seeds)" in (results / "report.md").read_text()
+
+
+def _samples_file(path: Path, rows: list[tuple[int, str, str, bool]]) -> Path:
+    """A read-out's samples file: one question per row (level, gold, completion, graded correct)."""
+    with gzip.open(path, "wt") as f:
+        for index, (level, gold, completion, correct) in enumerate(rows):
+            sample = {"completion": completion, "correct": correct}
+            question = {"level": level, "question": f"What is {gold}?", "gold": gold, "answer_type": "number"}
+            f.write(json.dumps({**question, "index": index, "samples": [sample]}) + "\n")
+    return path
+
+
+def test_answers_after_the_box_count_contradictions(report, tmp_path):
+    # graded as the reward does (last box); the text after it is what the strict reading adds
+    path = _samples_file(
+        tmp_path / "samples.jsonl.gz",
+        [
+            (3, "23", r"16 + 7 = 23. \boxed{23} = 26. The answer is 26.", True),  # contradicted
+            (3, "23", r"16 + 7 = 23. \boxed{23} = 23. The answer is 23.", True),  # agrees
+            (4, "87", r"86 + 1 = 87. \boxed{87}", True),  # nothing after the box
+            (4, "87", r"86 + 1 = 88. \boxed{88}. So the answer is 87.", False),  # wrong box, right later: stays wrong
+            (5, "159", "131 + 28 = 159. The answer is 159.", True),  # no box: the phrase is the answer itself
+            (5, "159", r"\boxed{159} hence the answer is 131 + 28", True),  # an expression after the box, not a number
+        ],
+    )
+    counts = report.answers_after_box(path)
+    assert dict(counts[3]) == {"samples": 2, "correct": 2, "stated": 2, "contradicted": 1}
+    assert dict(counts[4]) == {"samples": 2, "correct": 1, "stated": 1}
+    assert dict(counts[5]) == {"samples": 2, "correct": 2, "stated": 1, "contradicted": 1}
+    strict = report.strict_accuracy(counts)
+    assert strict == pytest.approx({"3": 50.0, "4": 50.0, "5": 50.0, "3-5": 50.0})
