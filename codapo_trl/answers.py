@@ -93,6 +93,17 @@ def contains_box(text: str) -> bool:
     return _BRACED_BOX_RE.search(text) is not None
 
 
+def _last_braced_box(text: str) -> tuple[int, str | None] | None:
+    """Where the last braced `\\boxed{` / `\\fbox{` opens its brace, and its content (`None` if never closed);
+    `None` if there is no such box. The one place the grading rule finds the last box."""
+    match = None
+    for match in _BRACED_BOX_RE.finditer(text):  # noqa: B007 - we want the last one
+        pass
+    if match is None:
+        return None
+    return match.end() - 1, braced_group(text, match.end() - 1)
+
+
 def last_boxed(text: str | None, *, lenient: bool = False) -> str | None:
     """Content of the last `\\boxed{...}` (or `\\fbox{...}`) of `text`, braces matched, stripped; `None` if none.
 
@@ -131,13 +142,10 @@ def last_boxed(text: str | None, *, lenient: bool = False) -> str | None:
     if not text:
         return None
     if not lenient:
-        match = None
-        for match in _BRACED_BOX_RE.finditer(text):  # noqa: B007 - we want the last one
-            pass
-        if match is None:
+        box = _last_braced_box(text)
+        if box is None or box[1] is None:
             return None
-        content = braced_group(text, match.end() - 1)
-        return (content.strip() or None) if content is not None else None
+        return box[1].strip() or None
     for match in reversed(list(_BOX_COMMAND_RE.finditer(text))):
         pos = match.end()
         while pos < len(text) and text[pos] == " ":
@@ -172,17 +180,10 @@ def text_after_last_box(text: str | None) -> str | None:
 
         ```
     """
-    if not text:
+    box = _last_braced_box(text) if text else None
+    if box is None or box[1] is None:
         return None
-    match = None
-    for match in _BRACED_BOX_RE.finditer(text):  # noqa: B007 - we want the last one
-        pass
-    if match is None:
-        return None
-    open_index = match.end() - 1
-    content = braced_group(text, open_index)
-    if content is None:
-        return None
+    open_index, content = box
     return text[open_index + len(content) + 2 :]
 
 
