@@ -42,9 +42,12 @@ READ_OUT_STEPS = (0, 8, 16, 24, 31, 32)
 
 def accuracy(summary: dict) -> dict[str, float]:
     """Held-out accuracy in points per level, `"3-5"` (mean of the trained levels' accuracies) and `"all"`."""
-    points = {key: 100 * value for key, value in compare.accuracy_by_level(summary).items()}
-    points["3-5"] = statistics.fmean(points[level] for level in TRAINED_LEVELS)
-    return points
+    return with_trained_mean({key: 100 * value for key, value in compare.accuracy_by_level(summary).items()})
+
+
+def with_trained_mean(points: dict[str, float]) -> dict[str, float]:
+    """Per-level accuracies with `"3-5"` added: the mean of the trained levels' accuracies."""
+    return {**points, "3-5": statistics.fmean(points[level] for level in TRAINED_LEVELS)}
 
 
 def budget_at(log_history: list[dict], step: int) -> dict[str, float]:
@@ -177,6 +180,11 @@ def compare_arms(runs, warm, treatment, control, seeds, step, kind, key) -> dict
     """Per-seed differences `treatment - control` of one endpoint, with the t and bootstrap intervals (n >= 2)."""
     treated = [read_out(runs, warm, treatment, s, step, kind)[key] for s in seeds]
     controlled = [read_out(runs, warm, control, s, step, kind)[key] for s in seeds]
+    return paired_comparison(treated, controlled)
+
+
+def paired_comparison(treated: list[float], controlled: list[float]) -> dict:
+    """Per-seed values of two arms, their differences and, from two seeds on, the t and bootstrap intervals."""
     diffs = stats.paired_differences(treated, controlled)
     out = {"treatment": treated, "control": controlled, "differences": diffs}
     if len(diffs) >= 2:
@@ -257,9 +265,9 @@ def answers_after_box(path: Path) -> dict[int, Counter]:
 def strict_accuracy(counts: dict[int, Counter]) -> dict[str, float]:
     """Accuracy in points per level and `"3-5"` when a correct box contradicted by a later stated answer counts
     as wrong (`answers_after_box`)."""
-    points = {str(lv): 100 * (c["correct"] - c["contradicted"]) / c["samples"] for lv, c in counts.items()}
-    points["3-5"] = statistics.fmean(points[level] for level in TRAINED_LEVELS)
-    return points
+    return with_trained_mean(
+        {str(lv): 100 * (c["correct"] - c["contradicted"]) / c["samples"] for lv, c in counts.items()}
+    )
 
 
 def write_report(warm: dict, runs: dict, results_dir: Path) -> tuple[str, dict]:
@@ -527,20 +535,15 @@ def write_report(warm: dict, runs: dict, results_dir: Path) -> tuple[str, dict]:
         )
     summary["strict"] = {f"{a}-seed{s}": v for (a, s), v in strict.items()}
     if len(paired) >= 2:
-        diffs = stats.paired_differences(
+        strict_primary = paired_comparison(
             [strict["codapo", s][HARD_LEVEL] for s in paired], [strict["grpo", s][HARD_LEVEL] for s in paired]
         )
-        strict_primary = {
-            "differences": diffs,
-            "t": stats.paired_t_interval(diffs),
-            "bootstrap": stats.paired_bootstrap_interval(diffs),
-        }
         lines += [
             "",
             f"Level 5, CoDaPO minus GRPO, strict (seeds {paired}): {fmt_interval(strict_primary)} (as graded: "
             f"{fmt_interval(primary)}).",
         ]
-        summary["strict_primary_differences"] = diffs
+        summary["strict_primary_differences"] = strict_primary["differences"]
     lines += ["", "![accuracy against the budget axes](budget_axes.png)", ""]
     discussion = results_dir / "discussion.md"
     if discussion.exists():
