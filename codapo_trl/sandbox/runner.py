@@ -393,7 +393,7 @@ def _codapo_harness(
                 if exc.code is not None and not (_type(exc.code) is _int and exc.code == 0):
                     status = exc.code & 255 if _type(exc.code) is _int else 1
                     if _type(exc.code) is not _int:
-                        print(exc.code, file=_sys.stderr)
+                        _sys.stderr.write(f"{exc.code}\n")  # as the interpreter does; not the user's `print`
                     _sys.stdout.flush()
                     stdout.flush()
                     _audit("codapo.confirm", f"fail exit code {status}")

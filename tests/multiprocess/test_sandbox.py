@@ -102,6 +102,10 @@ def test_runtime_error_and_exit_codes(sandbox):
     assert result.status is Status.RUNTIME_ERROR
     assert "ZeroDivisionError" in result.reason and "ZeroDivisionError" in result.stderr
     assert sandbox.run("import sys; sys.exit(3)").exit_code == 3
+    message = sandbox.run("import sys; sys.exit('bad input')")  # a non-integer code is written out, status 1
+    assert message.exit_code == 1 and message.stderr.strip().endswith("bad input")
+    tampered = sandbox.run("import builtins, sys\nbuiltins.print = lambda *a, **k: None\nsys.exit('bad input')")
+    assert tampered.exit_code == 1 and tampered.stderr.strip().endswith("bad input")
     assert sandbox.run("def f(:\n  pass").status is Status.RUNTIME_ERROR
 
 
