@@ -237,6 +237,7 @@ class EvaluationResult:
             "average": self.average,
             "timing": self.timing,
             "versions": package_versions(),
+            "grader": _grader_rule(),
             "created": self.created,
         }
 
@@ -293,6 +294,14 @@ class EvaluationResult:
 # ---------------------------------------------------------------------------------------------------------------------
 # Grading and scoring
 # ---------------------------------------------------------------------------------------------------------------------
+
+
+def _grader_rule() -> dict[str, Any]:
+    """The grader settings that decide a verdict (`read_after_box`, `timeout`), for `summary.json`."""
+    from codapo_trl.rewards import grader_settings
+
+    settings = grader_settings()
+    return {"read_after_box": bool(settings["read_after_box"]), "timeout": settings["timeout"]}
 
 
 def grade_math_samples(

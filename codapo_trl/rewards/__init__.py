@@ -16,6 +16,7 @@ from codapo_trl.answers import ANSWER_TYPES
 from codapo_trl.rewards.checks import restates_question
 from codapo_trl.rewards.extraction import extract_final_answer
 from codapo_trl.rewards.grading import (
+    CONTRADICTED,
     CRASHED,
     GOLD_MISSING,
     GOLD_NOT_A_CHOICE,
@@ -32,6 +33,7 @@ from codapo_trl.rewards.grading import (
     GradeResult,
     configure_grader,
     grade_answers,
+    grader_settings,
 )
 from codapo_trl.rewards.math import math_accuracy_reward
 from codapo_trl.rewards.registry import REWARD_FUNCS, check_reward_columns, code_execution_reward, get_reward_funcs
@@ -39,6 +41,7 @@ from codapo_trl.rewards.registry import REWARD_FUNCS, check_reward_columns, code
 
 __all__ = [
     "ANSWER_TYPES",
+    "CONTRADICTED",
     "CRASHED",
     "GOLD_MISSING",
     "GOLD_NOT_A_CHOICE",
@@ -60,6 +63,7 @@ __all__ = [
     "extract_final_answer",
     "get_reward_funcs",
     "grade_answers",
+    "grader_settings",
     "math_accuracy_reward",
     "restates_question",
 ]

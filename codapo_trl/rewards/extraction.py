@@ -4,17 +4,19 @@ run in the calling process).
 Only an anchored answer is paid: the content of the last brace-matched `\\boxed{...}` (or `\\fbox{...}`; the box rule
 is `codapo_trl.answers.last_boxed`), otherwise the text after the last explicit final-answer phrase ("the answer is
 ...", "Final answer: ...", "#### ..."). A bare expression somewhere in the text earns 0: with math-verify's default
-extraction a model learned to answer "What is 5 + 2?" with "5 + 2 =", which parses to 7.
+extraction a model learned to answer "What is 5 + 2?" with "5 + 2 =", which parses to 7. What a completion states
+after its last box (`stated_after_box`) is read too, so that the grader can refuse a box the completion goes on to
+contradict.
 """
 
 from __future__ import annotations
 
 import re
 
-from codapo_trl.answers import contains_box, last_boxed
+from codapo_trl.answers import contains_box, last_boxed, text_after_last_box
 
 
-__all__ = ["extract_final_answer", "extract_gold"]
+__all__ = ["extract_final_answer", "extract_gold", "stated_after_box"]
 
 _MAX_SCAN_CHARS = 32_768  # only the tail of a completion can hold its final answer
 
@@ -28,6 +30,8 @@ _FRAGMENT_END_RE = re.compile(
     r"\n|;|\.(?=\s|$)|,?\s+(?:because|since|so|which|where|therefore|thus|hence|as)\b|\s+I hope\b", re.IGNORECASE
 )
 _MATH_DELIMITERS = (("$$", "$$"), ("\\[", "\\]"), ("\\(", "\\)"), ("$", "$"))
+# A relation written right after a box, outside it: "\boxed{23} = 26", "$\boxed{23}$ \approx 26".
+_RELATION_AFTER_BOX_RE = re.compile(r"(?:\s|\$|\\\)|\\\])*(?:=|\u2248|\\approx\b)")
 
 
 def _leading_math_span(text: str) -> str | None:
@@ -58,7 +62,11 @@ def _after_last_phrase(text: str) -> str | None:
         pass
     if match is None:
         return None
-    rest = text[match.end() :].lstrip(" \t\r\n*:")  # "Final Answer:\n\n$$7$$" is common
+    return _answer_fragment(text[match.end() :].lstrip(" \t\r\n*:"))  # "Final Answer:\n\n$$7$$" is common
+
+
+def _answer_fragment(rest: str) -> str | None:
+    """The answer that `rest` starts with: a leading math span, else the text up to the end of its sentence or line."""
     span = _leading_math_span(rest)
     if span is not None:
         return span.strip(" *") or None
@@ -110,3 +118,42 @@ def extract_gold(gold: str) -> str | None:
     if "####" in gold:
         gold = gold.rsplit("####", 1)[1]
     return _strip_math_delimiters(gold).rstrip(" .") or None
+
+
+def stated_after_box(text: str | None) -> list[str]:
+    """The final answers a completion states after its last closed box, which `extract_final_answer` never reads.
+
+    Two forms are read: a relation written right after the box (`\\boxed{23} = 26`, `\\boxed{23} \\approx 26`: its
+    right-hand side up to the end of the sentence or line) and the text after the last final-answer phrase there
+    (`\\boxed{23}. The answer is 26.`), in that order. Anything else after the box (working, prose, a bare
+    expression) states no answer. Like `extract_final_answer`, only the last 32 768 characters are searched; without
+    a closed last box the list is empty.
+
+    Args:
+        text (`str` or `None`): The model output.
+
+    Returns:
+        `list[str]`: The stated answers, stripped, in the order above; empty when there are none.
+
+    Example:
+        ```python
+        >>> stated_after_box(r"16 + 7 = 23. \\boxed{23} = 26. The answer is 26.")
+        ['26', '26']
+        >>> stated_after_box(r"$\\boxed{\\frac{1}{2}}$, so the answer is $0.5$."), stated_after_box(r"\\boxed{7}. Done.")
+        (['0.5'], [])
+
+        ```
+    """
+    after = text_after_last_box(text[-_MAX_SCAN_CHARS:]) if text else None
+    if not after:
+        return []
+    stated = []
+    relation = _RELATION_AFTER_BOX_RE.match(after)
+    if relation is not None:
+        value = _answer_fragment(after[relation.end() :].lstrip(" \t"))
+        if value is not None:
+            stated.append(value)
+    phrase = _after_last_phrase(after)
+    if phrase is not None:
+        stated.append(phrase)
+    return stated

@@ -3,7 +3,9 @@
 Three rules on top of math-verify equivalence keep the grade honest and training alive:
 
 1. **Only an anchored answer is paid** (`codapo_trl.rewards.extraction`): the last `\\boxed{...}`, else the text after
-   the last final-answer phrase; a bare expression earns 0.
+   the last final-answer phrase; a bare expression earns 0. A right box that the completion goes on to contradict
+   (`\\boxed{23} = 26. The answer is 26.`: an answer stated after the box that the same grader reads as a different
+   value) earns 0 too, unless the grader is told to read the last box only (`read_after_box`).
 2. **Typed questions.** An optional `answer_type` column per row: `"math"` (default, math-verify equivalence),
    `"number"` (the answer must be a numeric literal such as `7`, `-3`, `2.5` or `1,000`, so `\\boxed{5+2}` earns 0
    even though it equals 7) or `"choice"` (a letter A-J, compared case-insensitively with the gold letter). An answer
@@ -17,11 +19,14 @@ Three rules on top of math-verify equivalence keep the grade honest and training
 Grader settings come from environment variables read when the worker pool first starts, or from
 `configure_grader`: `CODAPO_GRADER_WORKERS` (worker processes, default `min(4, cpu_count)`; `0` grades in the calling
 process with no time bound, for debugging only), `CODAPO_GRADER_TIMEOUT` (seconds per answer, default 2) and
-`CODAPO_GRADER_MEMORY_MB` (address-space limit per worker, default 2048; 0 for none).
+`CODAPO_GRADER_MEMORY_MB` (address-space limit per worker, default 2048; 0 for none) and
+`CODAPO_GRADER_READ_AFTER_BOX` (`1`, the default: a right box contradicted after it scores 0; `0`: the last box only,
+the rule the CoDaPO-vs-GRPO campaign was pre-registered with).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import os
@@ -31,7 +36,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from codapo_trl.answers import ANSWER_TYPES
+from codapo_trl.answers import ANSWER_TYPES, contains_box
 from codapo_trl.rewards.checks import (
     cases_rows,
     choice_letter,
@@ -42,7 +47,7 @@ from codapo_trl.rewards.checks import (
     same_number,
 )
 from codapo_trl.rewards.deadline_pool import DeadlineProcessPool, TaskOutcome
-from codapo_trl.rewards.extraction import extract_final_answer, extract_gold
+from codapo_trl.rewards.extraction import extract_final_answer, extract_gold, stated_after_box
 
 
 logger = logging.getLogger(__name__)
@@ -51,6 +56,7 @@ __all__ = [
     "GradeResult",
     "configure_grader",
     "grade_answers",
+    "grader_settings",
 ]
 
 # Reasons recorded in `GradeResult.reason`.
@@ -65,6 +71,7 @@ GOLD_NOT_A_CHOICE = "gold is not a choice letter"
 TIMED_OUT = "grading timed out"
 GOLD_TIMED_OUT = "gold parsing timed out"
 RESTATES_QUESTION = "restates the question"
+CONTRADICTED = "contradicted after its box"
 CRASHED = "grader crashed"
 UNAVAILABLE = "grader unavailable"
 
@@ -178,8 +185,20 @@ def _env_number(name: str, default: float, cast: Callable[[str], float]) -> floa
         return default
 
 
+_TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
+
+
+def _env_flag(name: str, default: bool) -> bool:
+    raw = os.environ.get(name, "").strip().lower()
+    if raw == "":
+        return default
+    if raw not in _TRUE + _FALSE:
+        raise ValueError(f"{name}={os.environ[name]!r} is not a yes/no value: set it to 1 or 0 (or unset it).")
+    return raw in _TRUE
+
+
 _SETTINGS_LOCK = threading.Lock()
-_settings: dict[str, float] | None = None
+_settings: dict[str, Any] | None = None
 _pool: DeadlineProcessPool | None = None
 _CACHE_SIZE = 16_384  # verdicts by (prediction, gold); keys are at most ~1 kB each
 _cache: OrderedDict[tuple[str | None, str], tuple] = OrderedDict()
@@ -188,9 +207,13 @@ _cache_lock = threading.Lock()
 
 
 def configure_grader(
-    num_workers: int | None = None, timeout: float | None = None, memory_limit_mb: int | None = None
+    num_workers: int | None = None,
+    timeout: float | None = None,
+    memory_limit_mb: int | None = None,
+    read_after_box: bool | None = None,
 ) -> None:
-    """Change the grader's settings; running workers are stopped and new ones start on the next call.
+    """Change the grader's settings. When a worker setting is given (`num_workers`, `timeout`, `memory_limit_mb`),
+    running workers are stopped and new ones start on the next call; `read_after_box` alone leaves them running.
 
     Arguments left as `None` keep their current value (initially from the environment variables described in the
     module docstring).
@@ -203,6 +226,9 @@ def configure_grader(
             Seconds of grading allowed per answer.
         memory_limit_mb (`int`, *optional*):
             Address-space limit of each worker in MiB; `0` for none.
+        read_after_box (`bool`, *optional*):
+            Whether a right last box followed by a different stated answer scores 0 (`True`, the default) or the last
+            box alone is graded (`False`); see `grade_answers`.
 
     Example:
         ```python
@@ -212,25 +238,40 @@ def configure_grader(
     global _pool, _settings
     with _SETTINGS_LOCK:
         settings = dict(_current_settings_locked())
-        for key, value in (("workers", num_workers), ("timeout", timeout), ("memory_mb", memory_limit_mb)):
+        for key, value in (
+            ("workers", num_workers),
+            ("timeout", timeout),
+            ("memory_mb", memory_limit_mb),
+            ("read_after_box", read_after_box),
+        ):
             if value is not None:
                 settings[key] = value
         if settings["workers"] < 0 or settings["timeout"] <= 0:
             raise ValueError(f"Invalid grader settings: {settings}")
-        old_pool, _pool, _settings = _pool, None, settings
+        restart = any(value is not None for value in (num_workers, timeout, memory_limit_mb))
+        old_pool = _pool if restart else None
+        _pool = None if restart else _pool
+        _settings = settings
     if old_pool is not None:
         old_pool.shutdown()
 
 
-def _current_settings_locked() -> dict[str, float]:
+def _current_settings_locked() -> dict[str, Any]:
     global _settings
     if _settings is None:
         _settings = {
             "workers": int(_env_number("CODAPO_GRADER_WORKERS", min(4, os.cpu_count() or 1), int)),
             "timeout": _env_number("CODAPO_GRADER_TIMEOUT", 2.0, float),
             "memory_mb": int(_env_number("CODAPO_GRADER_MEMORY_MB", 2048, int)),
+            "read_after_box": _env_flag("CODAPO_GRADER_READ_AFTER_BOX", True),
         }
     return _settings
+
+
+def grader_settings() -> dict[str, Any]:
+    """The grader's current settings (`workers`, `timeout`, `memory_mb`, `read_after_box`), for logs and reports."""
+    with _SETTINGS_LOCK:
+        return dict(_current_settings_locked())
 
 
 def _get_pool() -> DeadlineProcessPool | None:
@@ -362,6 +403,8 @@ def grade_answers(
     golds: Sequence[str | None],
     answer_types: Sequence[str | None] | None = None,
     questions: Sequence[str | None] | None = None,
+    *,
+    read_after_box: bool | None = None,
 ) -> list[GradeResult]:
     """Grade model outputs against gold answers; the one implementation behind training rewards and evaluation.
 
@@ -377,6 +420,12 @@ def grade_answers(
         questions (`Sequence[str | None]`, *optional*):
             The questions (or prompts): under `"math"`, an answer that is an unevaluated expression copied from its
             question scores 0 unless it is a form of the gold answer (see `restates_question`).
+        read_after_box (`bool`, *optional*):
+            Whether a right last box is checked against the answers the output states after it (`stated_after_box`:
+            `\\boxed{23} = 26`, `\\boxed{23}. The answer is 26.`). When one of them is graded as a different value
+            (under `"math"` rules, or as a letter for `"choice"`; prose and unparseable text are not answers), the
+            item scores 0 with reason `CONTRADICTED`. `None` (default) takes the grader setting (`configure_grader`,
+            `CODAPO_GRADER_READ_AFTER_BOX`, on unless set to 0); `False` grades the last box alone.
 
     Returns:
         `list[GradeResult]`: One result per prediction, in order. Never raises for bad inputs; grading of each
@@ -387,30 +436,48 @@ def grade_answers(
         >>> [r.correct for r in grade_answers([r"so \\boxed{0.5}", "5 + 2 =", r"\\boxed{5+2}"], ["1/2", "7", "7"],
         ...                                   ["math", "math", "number"])]
         [True, False, False]
+        >>> contradicted = r"16 + 7 = 23. \\boxed{23} = 26. The answer is 26."
+        >>> [(r.correct, r.reason) for r in grade_answers([contradicted], ["23"])]
+        [(False, 'contradicted after its box')]
+        >>> grade_answers([contradicted], ["23"], read_after_box=False)[0].correct
+        True
         ```
     """
-    if len(predictions) != len(golds):
-        raise ValueError(f"Got {len(predictions)} predictions but {len(golds)} gold answers")
+    n = len(predictions)
+    if len(golds) != n:
+        raise ValueError(f"Got {n} predictions but {len(golds)} gold answers")
     if answer_types is None:
-        answer_types = ["math"] * len(predictions)
-    elif len(answer_types) != len(predictions):
-        raise ValueError(f"Got {len(predictions)} predictions but {len(answer_types)} answer types")
+        answer_types = ["math"] * n
+    elif len(answer_types) != n:
+        raise ValueError(f"Got {n} predictions but {len(answer_types)} answer types")
     if questions is None:
-        questions = [None] * len(predictions)
-    elif len(questions) != len(predictions):
-        raise ValueError(f"Got {len(predictions)} predictions but {len(questions)} questions")
+        questions = [None] * n
+    elif len(questions) != n:
+        raise ValueError(f"Got {n} predictions but {len(questions)} questions")
+    if read_after_box is None:
+        read_after_box = bool(grader_settings()["read_after_box"])
 
-    results: list[GradeResult | None] = [None] * len(predictions)
+    texts = [p if isinstance(p, str) else None for p in predictions]
+    kinds = [_normalise_type(answer_type) for answer_type in answer_types]
+    results = _grade_extracted([extract_final_answer(text) for text in texts], golds, kinds, questions)
+    if read_after_box:
+        _refuse_contradicted_boxes(results, texts, golds, kinds)
+    return results
+
+
+def _grade_extracted(
+    answers: Sequence[str | None],
+    golds: Sequence[str | None],
+    kinds: Sequence[str],
+    questions: Sequence[str | None],
+) -> list[GradeResult]:
+    """`grade_answers` on answers already extracted from their outputs (`kinds` normalised)."""
+    results: list[GradeResult | None] = [None] * len(answers)
     # index, extracted prediction, gold, what math-verify gets (None: only check the gold), reason already known
     pending: list[tuple[int, str | None, str, str | None, str | None]] = []
-    for index, (prediction, gold, answer_type, question) in enumerate(
-        zip(predictions, golds, answer_types, questions)
-    ):
-        predicted = extract_final_answer(prediction if isinstance(prediction, str) else None)
+    for index, (predicted, gold, kind, question) in enumerate(zip(answers, golds, kinds, questions)):
         gold_answer = extract_gold(gold) if isinstance(gold, str) else None
-        verdict = _precheck_item(
-            _normalise_type(answer_type), predicted, gold_answer, question if isinstance(question, str) else None
-        )
+        verdict = _precheck_item(kind, predicted, gold_answer, question if isinstance(question, str) else None)
         if isinstance(verdict, _ToMathVerify):
             pending.append((index, predicted, gold_answer, verdict.predicted, verdict.reason))  # type: ignore[arg-type]
         else:
@@ -425,6 +492,32 @@ def grade_answers(
                 correct, reason = False, known_reason
             results[index] = GradeResult(correct, predicted, gold_answer, reason, predicted_parsed, gold_parsed)
     return results  # type: ignore[return-value]
+
+
+def _refuse_contradicted_boxes(
+    results: list[GradeResult], texts: Sequence[str | None], golds: Sequence[str | None], kinds: Sequence[str]
+) -> None:
+    """Turn each right box whose output then states a different answer (`stated_after_box`) into a wrong one, in
+    place. A statement counts when the grader reads it and finds it wrong: graded as `"math"` (its value, whatever the
+    item's answer type asks of the box) or as a letter for `"choice"`, without the restatement check; prose and
+    text the grader cannot parse, or that times out, state nothing."""
+    owners, statements, statement_golds, statement_kinds = [], [], [], []
+    for index, (result, text) in enumerate(zip(results, texts)):
+        if result.correct is not True or text is None or not contains_box(text):
+            continue
+        for statement in stated_after_box(text):
+            if looks_like_prose(statement):
+                continue
+            owners.append(index)
+            statements.append(statement)
+            statement_golds.append(golds[index])
+            statement_kinds.append("choice" if kinds[index] == "choice" else "math")
+    if not statements:
+        return
+    verdicts = _grade_extracted(statements, statement_golds, statement_kinds, [None] * len(statements))
+    for index, verdict in zip(owners, verdicts):
+        if verdict.correct is False and verdict.reason is None:
+            results[index] = dataclasses.replace(results[index], correct=False, reason=CONTRADICTED)
 
 
 @dataclass(frozen=True)

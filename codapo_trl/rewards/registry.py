@@ -11,6 +11,7 @@ import importlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from codapo_trl.rewards.grading import grader_settings
 from codapo_trl.rewards.math import math_accuracy_reward
 
 
@@ -43,7 +44,8 @@ def check_reward_columns(reward_funcs: Any, train_dataset: Any, eval_dataset: An
         eval_dataset: the evaluation dataset, or a dict of them; `None` is not checked.
 
     Raises:
-        `ValueError`: naming the reward function, the missing column(s), the dataset and its columns.
+        `ValueError`: naming the reward function, the missing column(s), the dataset and its columns; or, with
+        `math_accuracy_reward`, naming a grader environment variable that is set to an invalid value.
 
     Example:
         ```python
@@ -74,6 +76,8 @@ def check_reward_columns(reward_funcs: Any, train_dataset: Any, eval_dataset: An
                     f"columns: {sorted(columns)}). Add or rename the column (e.g. `dataset.rename_column`), or use a "
                     "reward function that matches the data."
                 )
+    if any(func is math_accuracy_reward for func in funcs):
+        grader_settings()  # a bad CODAPO_GRADER_READ_AFTER_BOX fails here, before the first generation
 
 
 REWARD_FUNCS: dict[str, Callable[..., list[float | None]]] = {

@@ -286,6 +286,9 @@ def test_codapo_loss_rejects_unknown_objective_and_partial_groups():
         "codapo_trl.dynamics.groups",
         "codapo_trl.dynamics.question_log",
         "codapo_trl.protocol",
+        "codapo_trl.rewards.extraction",
+        "codapo_trl.rewards.grading",
+        "codapo_trl.rewards.math",
     ],
 )
 def test_docstring_examples_run(module_name):

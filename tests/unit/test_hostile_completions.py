@@ -13,6 +13,7 @@ from codapo_trl.evaluation.benchmarks import Benchmark, BenchmarkItem
 from codapo_trl.evaluation.evaluate import _grade_math
 from codapo_trl.evaluation.generation import Completion
 from codapo_trl.rewards import (
+    CONTRADICTED,
     GOLD_TIMED_OUT,
     RESTATES_QUESTION,
     grade_answers,
@@ -103,6 +104,86 @@ STRUCTURED = {
         "\\begin{cases} x & x \\ge 0 \\\\ 0 & x < 0 \\end{cases}",
     ),
 }
+
+
+# (completion, gold, answer type): a right last box, then a different answer stated after it. A reader marks these
+# wrong; GRPO's seed-3 run of the CoDaPO-vs-GRPO campaign learned the first form (395 of 1716 held-out samples).
+CONTRADICTIONS = {
+    "relation_and_phrase": (
+        "We compute the sum: 16 + 7 = 23.\n\n\\boxed{23} = 26.\n\nThe answer is 26.",
+        "23",
+        "math",
+    ),
+    "relation_only": ("16 + 7 = 23. \\boxed{23} = 26.", "23", "number"),
+    "approx_unicode": ("\\boxed{23} \u2248 26.", "23", "math"),
+    "approx_latex": ("$\\boxed{23}$ \\approx 26", "23", "math"),
+    "phrase_only": ("\\boxed{23}. The answer is 26.", "23", "math"),
+    "final_answer_math_span": ("\\boxed{23}\n\n**Final Answer:**\n\n$$26$$", "23", "math"),
+    "gsm8k_marker": ("\\boxed{23}\n#### 26", "23", "number"),
+    "expression_of_another_value": ("\\boxed{23} = 20 + 6", "23", "number"),  # graded by value, not as a literal
+    "fraction": ("\\boxed{\\frac{1}{2}}. The answer is $\\frac{1}{3}$.", "\\frac{1}{2}", "math"),
+    "choice": ("\\boxed{B}. The answer is C.", "B", "choice"),
+    "later_phrase_wins": ("\\boxed{23}. The answer is 23. Actually the answer is 26.", "23", "math"),
+}
+
+# (completion, gold, answer type): a right last box followed by text that agrees with it or states no answer; paid.
+AGREEING_AFTER_BOX = {
+    "same_value": ("\\boxed{23}. The answer is 23.", "23", "math"),
+    "same_value_other_form": ("\\boxed{\\frac{1}{2}} = 0.5", "\\frac{1}{2}", "math"),
+    "same_value_expression": ("\\boxed{5} = 2 + 3", "5", "number"),  # a literal in the box; its value after it
+    "prose": ("\\boxed{23}. I hope the answer is correct.", "23", "math"),
+    "number_words": ("\\boxed{23} = twenty-three", "23", "math"),
+    "working": ("\\boxed{23}. Check: 23 - 7 = 16, so x = 16 works.", "23", "math"),
+    "unparseable": ("\\boxed{23} = \\frac{", "23", "math"),
+    "choice_same_letter": ("\\boxed{B}. The answer is (B).", "B", "choice"),
+    "nothing_after": ("16 + 7 = 23, so \\boxed{23}", "23", "math"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CONTRADICTIONS))
+def test_a_box_contradicted_after_it_is_not_paid(case):
+    completion, gold, answer_type = CONTRADICTIONS[case]
+    result = grade_answers([completion], [gold], [answer_type], ["What is the answer?"])[0]
+    assert (result.reward, result.reason) == (0.0, CONTRADICTED), (case, result)
+    pinned = grade_answers([completion], [gold], [answer_type], ["What is the answer?"], read_after_box=False)[0]
+    assert pinned.reward == 1.0, (case, pinned)  # the last box alone, as the CoDaPO-vs-GRPO campaign grades
+
+
+@pytest.mark.parametrize("case", sorted(AGREEING_AFTER_BOX))
+def test_a_box_confirmed_or_followed_by_no_answer_is_paid(case):
+    completion, gold, answer_type = AGREEING_AFTER_BOX[case]
+    result = grade_answers([completion], [gold], [answer_type], ["What is the answer?"])[0]
+    assert result.reward == 1.0, (case, result)
+
+
+def test_a_right_answer_after_a_wrong_box_is_not_paid():
+    """The box is the answer: a right value after a wrong box buys nothing, so the rule is no hedge."""
+    results = grade_answers(["\\boxed{26}. The answer is 23.", "\\boxed{26} = 23"], ["23", "23"])
+    assert [r.reward for r in results] == [0.0, 0.0]
+
+
+def test_the_reward_refuses_and_counts_contradicted_boxes():
+    metrics = {}
+    completions = [CONTRADICTIONS["relation_and_phrase"][0], "\\boxed{23}", "\\boxed{23}. The answer is 23.", "23"]
+    rewards_out = math_accuracy_reward(
+        completions, answer=["23"] * 4, log_metric=lambda name, value: metrics.__setitem__(name, value)
+    )
+    assert rewards_out == [0.0, 1.0, 1.0, 0.0]
+    assert metrics["math_accuracy/contradicted_frac"] == 0.25
+    assert metrics["math_accuracy/no_answer_frac"] == 0.25
+
+
+def test_a_pathological_statement_after_the_box_is_bounded():
+    """What follows the box goes through the same bounded grader: an answer that would take SymPy forever times out
+    (a statement the grader cannot read states nothing) instead of hanging the reward."""
+    import time
+
+    start = time.perf_counter()
+    results = grade_answers(
+        ["\\boxed{7} = (10^{10})!", "\\boxed{7} = 9^{9^{9^9}}", "\\boxed{7} = " + "{" * 5000], ["7"] * 3
+    )
+    assert time.perf_counter() - start < 30
+    assert [r.reward for r in results] == [1.0, 1.0, 1.0], results
 
 
 @pytest.mark.parametrize("answer_type", ["math", "number"])

@@ -11,14 +11,17 @@ import pytest
 from codapo_trl.rewards import (
     REWARD_FUNCS,
     GradeResult,
+    check_reward_columns,
     configure_grader,
     extract_final_answer,
     get_reward_funcs,
     grade_answers,
+    grader_settings,
     math_accuracy_reward,
 )
 from codapo_trl.rewards import grading as rewards
 from codapo_trl.rewards.deadline_pool import DeadlineProcessPool
+from codapo_trl.rewards.extraction import stated_after_box
 
 
 # Generous wall-clock bound for a batch of pathological inputs: a behaviour guarantee, not a performance target.
@@ -72,6 +75,29 @@ def rewards_for(completions, answers, answer_types=None, **kwargs):
 )
 def test_extract_final_answer(text, expected):
     assert extract_final_answer(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("16 + 7 = 23. \\boxed{23} = 26.\n\nThe answer is 26.", ["26", "26"]),  # measured: GRPO, seed 3
+        ("\\boxed{23} \u2248 26.", ["26"]),
+        ("$\\boxed{23}$ \\approx 26 because", ["26"]),
+        ("\\(\\boxed{23}\\) = $26$", ["26"]),
+        ("\\boxed{23}\n\nFinal answer: $\\frac{1}{2}$", ["\\frac{1}{2}"]),
+        ("\\boxed{23}. #### 26", ["26"]),
+        ("\\boxed{23}. So $x = 26$ and the sum is 49.", []),  # working after the box states no answer
+        ("\\boxed{23} \\equiv 2 \\pmod 3", []),
+        ("The answer is 26. \\boxed{23}", []),  # before the box: the box is the last word
+        ("\\boxed{26}. \\boxed{23}", []),
+        ("\\boxed{23} = 26. \\boxed{24", []),  # unclosed last box: no closed last box, nothing read
+        ("The answer is 26.", []),
+        ("", []),
+        (None, []),
+    ],
+)
+def test_stated_after_box(text, expected):
+    assert stated_after_box(text) == expected
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -213,6 +239,7 @@ def test_trl_call_signature_and_logging():
     assert extra["answer_parsed"] == ["1/2", "", "B"]
     assert all(isinstance(v, str) for values in extra.values() for v in values)
     assert metrics["math_accuracy/no_answer_frac"] == pytest.approx(1 / 3)
+    assert metrics["math_accuracy/contradicted_frac"] == 0.0
     assert metrics["math_accuracy/ungraded_frac"] == 0.0
 
 
@@ -231,6 +258,38 @@ def test_grade_answers_results():
     assert results[3].reason == rewards.GOLD_NOT_MATH
     with pytest.raises(ValueError):
         grade_answers(["a"], ["b", "c"])
+
+
+def test_read_after_box_setting(monkeypatch):
+    """The rule is a grader setting: the environment gives the first value (a non yes/no value is an error naming the
+    variable), `configure_grader` changes it without restarting the workers, and an explicit argument wins."""
+    contradicted = r"16 + 7 = 23. \boxed{23} = 26. The answer is 26."
+    before = grader_settings()
+    pool = rewards._get_pool()
+    monkeypatch.setattr(rewards, "_settings", None)
+    for raw, value in (("0", False), ("no", False), (" 1 ", True), ("", True)):
+        monkeypatch.setenv("CODAPO_GRADER_READ_AFTER_BOX", raw)
+        monkeypatch.setattr(rewards, "_settings", None)
+        assert grader_settings()["read_after_box"] is value
+    monkeypatch.setenv("CODAPO_GRADER_READ_AFTER_BOX", "maybe")
+    monkeypatch.setattr(rewards, "_settings", None)
+    with pytest.raises(ValueError, match="CODAPO_GRADER_READ_AFTER_BOX='maybe'.*1 or 0"):
+        grader_settings()
+    from datasets import Dataset
+
+    with pytest.raises(ValueError, match="CODAPO_GRADER_READ_AFTER_BOX"):  # before any generation
+        check_reward_columns([math_accuracy_reward], Dataset.from_dict({"prompt": ["q"], "answer": ["1"]}))
+    monkeypatch.setattr(rewards, "_settings", dict(before))
+    try:
+        configure_grader(read_after_box=False)
+        assert rewards._pool is pool  # not restarted
+        assert rewards_for([contradicted], ["23"]) == [1.0]
+        assert grade_answers([contradicted], ["23"], read_after_box=True)[0].reason == rewards.CONTRADICTED
+        configure_grader(read_after_box=True)
+        assert rewards_for([contradicted], ["23"]) == [0.0]
+        assert grade_answers([contradicted], ["23"], read_after_box=False)[0].correct is True
+    finally:
+        configure_grader(read_after_box=before["read_after_box"])
 
 
 def test_length_mismatch_is_an_error():
