@@ -23,10 +23,9 @@ from pathlib import Path
 import run
 import stats
 
-from codapo_trl.answers import text_after_last_box
 from codapo_trl.command_line import configure_logging
-from codapo_trl.rewards.extraction import extract_final_answer
-from codapo_trl.rewards.grading import grade_answers
+from codapo_trl.rewards.extraction import stated_after_box
+from codapo_trl.rewards.grading import CONTRADICTED, grade_answers
 
 
 logger = logging.getLogger("codapo_vs_grpo.report")
@@ -235,10 +234,10 @@ def sample_examples(path: Path, level: int, correct: bool, limit: int) -> list[s
 
 
 def answers_after_box(path: Path) -> dict[int, Counter]:
-    """Per level of one read-out's samples file: `samples`, `correct` (as graded: the last box), `stated` (samples
-    that state a final answer after their last box, e.g. `\\boxed{23} = 26. The answer is 26.`) and `contradicted`
-    (correct ones whose answer stated after the box is graded wrong by the same grader). The grader never reads
-    text after the box; this counts what a reader would call a contradicted answer."""
+    """Per level of one read-out's samples file: `samples`, `correct` (as the campaign graded them: the last box
+    alone), `stated` (samples that state an answer after their last box, `stated_after_box`: `\\boxed{23} = 26. The
+    answer is 26.`) and `contradicted` (correct ones that the grader's later default rule, `read_after_box=True`,
+    scores 0 for what they state after the box)."""
     counts: dict[int, Counter] = {}
     to_grade: list[tuple[int, str, str, str | None, str | None]] = []
     with gzip.open(path, "rt") as f:
@@ -247,18 +246,24 @@ def answers_after_box(path: Path) -> dict[int, Counter]:
             for sample in question["samples"]:
                 level["samples"] += 1
                 level["correct"] += bool(sample["correct"])
-                after = text_after_last_box(sample["completion"])
-                if after is None or extract_final_answer(after) is None:
+                if not stated_after_box(sample["completion"]):
                     continue
                 level["stated"] += 1
                 if sample["correct"]:
                     to_grade.append(
-                        (question["level"], after, question["gold"], question.get("answer_type"), question["question"])
+                        (
+                            question["level"],
+                            sample["completion"],
+                            question["gold"],
+                            question.get("answer_type"),
+                            question["question"],
+                        )
                     )
     if to_grade:
-        levels, afters, golds, types, questions = zip(*to_grade)
-        for level, result in zip(levels, grade_answers(afters, golds, types, questions)):
-            counts[level]["contradicted"] += not result.correct
+        levels, completions, golds, types, questions = zip(*to_grade)
+        results = grade_answers(completions, golds, types, questions, read_after_box=True)
+        for level, result in zip(levels, results):
+            counts[level]["contradicted"] += result.reason == CONTRADICTED
     return counts
 
 
@@ -512,11 +517,13 @@ def write_report(warm: dict, runs: dict, results_dir: Path) -> tuple[str, dict]:
         "",
         "## A final answer stated after the box (sensitivity check, not pre-registered)",
         "",
-        "The grader reads the last box and ignores what follows it, so a completion such as `\\boxed{23} = 26. The "
-        "answer is 26.` is paid as 23. Per run (avg@4 after update 32): samples that state a final answer after their "
-        "last box, how many of those were graded correct while the answer stated after the box is wrong "
-        "(contradicted), and the accuracy when contradicted samples count as wrong (strict). Added after seed 3's "
-        "GRPO run was read; the pre-registered endpoints above are unchanged.",
+        "The campaign's grader reads the last box and ignores what follows it (pinned: `CODAPO_GRADER_READ_AFTER_BOX=0`"
+        " in `run.py`), so a completion such as `\\boxed{23} = 26. The answer is 26.` is paid as 23. Per run (avg@4 "
+        "after update 32): samples that state an answer after their last box (a relation right after it or a "
+        "final-answer phrase, `stated_after_box`), how many of those were graded correct although the grader's "
+        "default rule (`read_after_box`, added after seed 3: a right box contradicted after it scores 0) refuses them "
+        "(contradicted), and the accuracy under that rule (strict). Added after seed 3's GRPO run was read; the "
+        "pre-registered endpoints above are unchanged.",
         "",
         "| run | stated after the box | contradicted | level 5 | level 5, strict | levels 3-5 | levels 3-5, strict |",
         "|---|---|---|---|---|---|---|",

@@ -14,6 +14,11 @@ the trainer state (every logged metric of every update), the question log, the a
 evaluation its summary and its samples (gzip). A run whose `done.json` exists is skipped, a run whose training
 finished is only evaluated, a run whose training did not finish is restarted from scratch (PREREGISTRATION.md,
 "Seeds"). The warm start is evaluated once, the same way.
+
+The grader is pinned to the rule the campaign was pre-registered with (`GRADER_ENVIRONMENT`: the last box alone,
+also for the training subprocesses), since the grader's default later came to refuse a right box contradicted after
+it (`codapo_trl.rewards.grade_answers`, `read_after_box`); the report re-grades under that rule as a sensitivity
+check.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import gzip
 import importlib.util
 import json
 import logging
+import os
 import shutil
 import subprocess
 import sys
@@ -52,6 +58,9 @@ SAMPLED_STEPS = (31, 32)
 EVAL_SAMPLES = 4
 EVAL_TEMPERATURE = 0.6
 EVAL_SEED = 0
+# PREREGISTRATION.md, "Regime": the reward is fixed for the whole campaign. Set in this process (evaluation) and
+# inherited by the training subprocesses.
+GRADER_ENVIRONMENT = {"CODAPO_GRADER_READ_AFTER_BOX": "0"}
 
 
 @dataclass(frozen=True)
@@ -180,6 +189,14 @@ def run_one(arm: str, seed: int, options: argparse.Namespace, compare, recipe: d
     (results / "done.json").write_text(json.dumps({"arm": arm, "seed": seed}))
 
 
+def pin_grader() -> None:
+    """Grade as the campaign was pre-registered (`GRADER_ENVIRONMENT`), here and in every subprocess started after."""
+    from codapo_trl.rewards import configure_grader
+
+    os.environ.update(GRADER_ENVIRONMENT)
+    configure_grader(read_after_box=GRADER_ENVIRONMENT["CODAPO_GRADER_READ_AFTER_BOX"] == "1")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2, 3, 4, 5])
@@ -190,6 +207,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--keep-checkpoints", action="store_true", help="do not delete evaluated checkpoints")
     options = parser.parse_args(argv)
     configure_logging()
+    pin_grader()
     recipe = yaml.safe_load(options.recipe.read_text())
     model = Path(recipe["model_name_or_path"])
     model = model if model.is_absolute() else ROOT / model

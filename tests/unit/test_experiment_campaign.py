@@ -155,3 +155,44 @@ def test_a_stopped_sitting_resumes_without_redoing_work(run, tmp_path, monkeypat
     assert (results / "eval" / "step32-avg4" / "samples.jsonl.gz").exists()
     run.run_one("grpo", 1, options, None, recipe, benchmark=None)  # done: nothing evaluated again
     assert len(calls) == 7
+
+
+def test_the_campaign_grades_with_the_preregistered_rule(run, monkeypatch, tmp_path):
+    """The reward was fixed before the grader's default changed: the driver pins the last-box rule before any work,
+    for its own evaluations and for the training subprocesses it starts."""
+    import os
+    import subprocess
+
+    from codapo_trl.rewards import configure_grader, grade_answers, grader_settings
+
+    contradicted = r"16 + 7 = 23. \boxed{23} = 26. The answer is 26."
+    before = grader_settings()["read_after_box"]
+    monkeypatch.setenv("CODAPO_GRADER_READ_AFTER_BOX", "1")  # restored at teardown, whatever the driver sets
+    configure_grader(read_after_box=True)
+    try:
+        assert grade_answers([contradicted], ["23"])[0].correct is False
+        order, real_pin = [], run.pin_grader
+
+        def pin():
+            order.append("pin")
+            real_pin()
+
+        monkeypatch.setattr(run, "pin_grader", pin)
+        recipe = tmp_path / "recipe.yaml"
+        recipe.write_text(yaml.safe_dump({"model_name_or_path": str(tmp_path / "no-model")}))
+        with pytest.raises(SystemExit):  # stops at the missing warm start, after pinning
+            run.main(["--recipe", str(recipe), "--results-dir", str(tmp_path / "results")])
+        assert order == ["pin"]
+        assert os.environ["CODAPO_GRADER_READ_AFTER_BOX"] == "0"
+        assert grade_answers([contradicted], ["23"])[0].correct is True
+        grade = "from codapo_trl.rewards import grade_answers;"
+        child = subprocess.run(
+            [sys.executable, "-c", f"{grade} print(grade_answers([{contradicted!r}], ['23'])[0].correct)"],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "CODAPO_GRADER_WORKERS": "0"},
+            timeout=120,
+        )
+        assert child.stdout.strip() == "True", child.stderr[-2000:]
+    finally:
+        configure_grader(read_after_box=before)

@@ -191,7 +191,7 @@ def _samples_file(path: Path, rows: list[tuple[int, str, str, bool]]) -> Path:
 
 
 def test_answers_after_the_box_count_contradictions(report, tmp_path):
-    # graded as the reward does (last box); the text after it is what the strict reading adds
+    # graded as the campaign's reward does (last box); the strict reading is the grader's read_after_box rule
     path = _samples_file(
         tmp_path / "samples.jsonl.gz",
         [
@@ -199,13 +199,14 @@ def test_answers_after_the_box_count_contradictions(report, tmp_path):
             (3, "23", r"16 + 7 = 23. \boxed{23} = 23. The answer is 23.", True),  # agrees
             (4, "87", r"86 + 1 = 87. \boxed{87}", True),  # nothing after the box
             (4, "87", r"86 + 1 = 88. \boxed{88}. So the answer is 87.", False),  # wrong box, right later: stays wrong
+            (4, "87", r"86 + 1 = 87. \boxed{87} = 88.", True),  # a relation after the box, no phrase: contradicted
             (5, "159", "131 + 28 = 159. The answer is 159.", True),  # no box: the phrase is the answer itself
-            (5, "159", r"\boxed{159} hence the answer is 131 + 28", True),  # an expression after the box, not a number
+            (5, "159", r"\boxed{159} hence the answer is 131 + 28", True),  # the same value as an expression: agrees
         ],
     )
     counts = report.answers_after_box(path)
     assert dict(counts[3]) == {"samples": 2, "correct": 2, "stated": 2, "contradicted": 1}
-    assert dict(counts[4]) == {"samples": 2, "correct": 1, "stated": 1}
-    assert dict(counts[5]) == {"samples": 2, "correct": 2, "stated": 1, "contradicted": 1}
+    assert dict(counts[4]) == {"samples": 3, "correct": 2, "stated": 2, "contradicted": 1}
+    assert dict(counts[5]) == {"samples": 2, "correct": 2, "stated": 1, "contradicted": 0}
     strict = report.strict_accuracy(counts)
-    assert strict == pytest.approx({"3": 50.0, "4": 50.0, "5": 50.0, "3-5": 50.0})
+    assert strict == pytest.approx({"3": 50.0, "4": 100 / 3, "5": 100.0, "3-5": (50 + 100 / 3 + 100) / 3})
