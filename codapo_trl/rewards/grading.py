@@ -36,7 +36,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from codapo_trl.answers import ANSWER_TYPES, contains_box
+from codapo_trl.answers import ANSWER_TYPES
 from codapo_trl.rewards.checks import (
     cases_rows,
     choice_letter,
@@ -503,7 +503,7 @@ def _refuse_contradicted_boxes(
     text the grader cannot parse, or that times out, state nothing."""
     owners, statements, statement_golds, statement_kinds = [], [], [], []
     for index, (result, text) in enumerate(zip(results, texts)):
-        if result.correct is not True or text is None or not contains_box(text):
+        if result.correct is not True:
             continue
         for statement in stated_after_box(text):
             if looks_like_prose(statement):
