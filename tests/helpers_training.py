@@ -13,8 +13,16 @@ from trl import GRPOTrainer
 from codapo_trl import CoDaPOConfig
 
 
+# What the hardware would otherwise decide, pinned: float32 without autocast (TRL turns bf16 on by default, and bf16
+# kernels round differently on different CPUs), the model loaded in float32 with PyTorch's SDPA attention.
+PINNED_PRECISION = dict(bf16=False, fp16=False, model_init_kwargs={"dtype": "float32", "attn_implementation": "sdpa"})
+
+
 def make_args(tmp_path, config_class=CoDaPOConfig, **overrides) -> CoDaPOConfig:
+    """A small training config for the tiny model; precision and attention pinned (`PINNED_PRECISION`) unless a test
+    overrides them itself."""
     settings = dict(
+        **PINNED_PRECISION,
         output_dir=str(tmp_path / "out"),
         per_device_train_batch_size=8,
         gradient_accumulation_steps=1,

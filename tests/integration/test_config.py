@@ -12,7 +12,9 @@ from trl import GRPOConfig, TrlParser
 from codapo_trl import CoDaPOConfig, CoDaPOTrainer
 
 
-BASE = dict(output_dir="unused", use_cpu=True, report_to="none", per_device_train_batch_size=8, num_generations=2)
+BASE = dict(
+    output_dir="unused", use_cpu=True, bf16=False, report_to="none", per_device_train_batch_size=8, num_generations=2
+)
 
 
 def config(**overrides) -> CoDaPOConfig:
@@ -132,7 +134,7 @@ def test_every_codapo_field_is_documented():
 def test_trl_parser_reads_yaml_and_command_line(tmp_path):
     recipe = tmp_path / "recipe.yaml"
     recipe.write_text(
-        "output_dir: out\nuse_cpu: true\nper_device_train_batch_size: 8\nnum_generations: 2\n"
+        "output_dir: out\nuse_cpu: true\nbf16: false\nper_device_train_batch_size: 8\nnum_generations: 2\n"
         "codapo_top_k: 2\ncodapo_difficulty_fn: edges\ncodapo_resample_timing: after_update\nloss_type: gpg\n"
     )
     parser = TrlParser((CoDaPOConfig,))
@@ -146,7 +148,7 @@ def test_trl_parser_rejects_bad_choices_and_unknown_keys(tmp_path):
     with pytest.raises(SystemExit):
         parser.parse_args_and_config(["--output_dir", "x", "--codapo_confidence_fn", "cubic"])
     recipe = tmp_path / "recipe.yaml"
-    recipe.write_text("output_dir: out\nuse_cpu: true\ncodapo_topk: 2\n")
+    recipe.write_text("output_dir: out\nuse_cpu: true\nbf16: false\ncodapo_topk: 2\n")
     with pytest.raises(ValueError, match="codapo_topk"):
         parser.parse_args_and_config(["--config", str(recipe)])
 
@@ -174,3 +176,17 @@ def test_trainer_rejects_iterable_dataset_with_sampling(tiny_model_dir, tmp_path
     iterable = Dataset.from_dict(question_dataset().to_dict()).to_iterable_dataset()
     with pytest.raises(ValueError, match="map-style training dataset"):
         CoDaPOTrainer(tiny_model_dir, parity_reward, args=config(output_dir=str(tmp_path)), train_dataset=iterable)
+
+
+def test_the_suite_refuses_a_config_that_leaves_precision_to_the_machine(tmp_path):
+    """conftest's guard: a TRL config built in a test without `bf16` raises, so a test that would inherit TRL's bf16
+    default (whose numbers depend on the CPU's bf16 kernels) fails on every machine, CI's included."""
+    from conftest import UNPINNED_BF16, PrecisionNotPinnedError
+
+    if UNPINNED_BF16 != "error":
+        pytest.skip(f"CODAPO_TEST_UNPINNED_BF16={UNPINNED_BF16} lets unpinned configs through")
+    unpinned = {k: v for k, v in BASE.items() if k != "bf16"}
+    for config_class in (CoDaPOConfig, GRPOConfig):
+        with pytest.raises(PrecisionNotPinnedError, match="pass bf16=False"):
+            config_class(**unpinned)
+    assert config(bf16=True).bf16 and not config().bf16 and not config(fp16=False, bf16=False).fp16

@@ -38,6 +38,17 @@ def test_there_are_recipes_for_the_papers_setups():
 
 
 @pytest.mark.parametrize("recipe", RECIPES, ids=lambda p: str(p.relative_to(ROOT / "recipes")))
+def test_recipe_states_what_the_hardware_would_decide(recipe):
+    """Precision, the model's dtype and the attention kernel are written in every recipe, never left to TRL's
+    defaults (bf16 on) or to the machine: the GPU recipes in bf16, the CPU demos in float32."""
+    raw = yaml.safe_load(recipe.read_text())
+    assert {"bf16", "dtype", "attn_implementation"} <= raw.keys()
+    gpu = "SmolLM2" not in str(recipe)
+    assert (raw["bf16"], raw["dtype"]) == ((True, "bfloat16") if gpu else (False, "float32"))
+    assert raw["attn_implementation"] == "sdpa" and not raw.get("fp16", False)
+
+
+@pytest.mark.parametrize("recipe", RECIPES, ids=lambda p: str(p.relative_to(ROOT / "recipes")))
 def test_recipe_parses_with_the_pinned_trl(recipe):
     # TrlParser rejects unknown keys; --use_cpu lets GPU recipes (bf16) be validated on this machine
     script_args, training_args, model_args = parse(["--config", str(recipe), "--use_cpu", "true"])
@@ -59,16 +70,15 @@ def test_recipe_parses_with_the_pinned_trl(recipe):
 
 
 def test_algorithm_presets_are_defaults_that_recipes_may_override(tmp_path):
-    _, args, _ = parse(["--output_dir", str(tmp_path), "--use_cpu", "true", "--algorithm", "dr_grpo"])
+    cpu = ["--output_dir", str(tmp_path), "--use_cpu", "true", "--bf16", "false"]
+    _, args, _ = parse([*cpu, "--algorithm", "dr_grpo"])
     assert type(args) is GRPOConfig and args.loss_type == "dr_grpo"
-    _, args, _ = parse(["--output_dir", str(tmp_path), "--use_cpu", "true", "--algorithm", "gpg"])
+    _, args, _ = parse([*cpu, "--algorithm", "gpg"])
     assert args.loss_type == "gpg" and not args.codapo_weighting and not args.codapo_sampling
-    _, args, _ = parse(
-        ["--output_dir", str(tmp_path), "--use_cpu", "true", "--algorithm", "grpo", "--loss_type", "bnpo"]
-    )
+    _, args, _ = parse([*cpu, "--algorithm", "grpo", "--loss_type", "bnpo"])
     assert args.loss_type == "bnpo"
     with pytest.raises(ValueError, match="runs TRL's GRPOTrainer"):
-        parse(["--output_dir", str(tmp_path), "--use_cpu", "true", "--algorithm", "grpo", "--loss_type", "codapo"])
+        parse([*cpu, "--algorithm", "grpo", "--loss_type", "codapo"])
 
 
 def test_baseline_algorithm_on_a_codapo_recipe_is_a_clear_error():

@@ -289,6 +289,7 @@ def test_trainer_refuses_a_dataset_without_the_reward_column(tiny_model_dir, tmp
         max_steps=1,
         report_to="none",
         use_cpu=True,
+        bf16=False,
         save_strategy="no",
     )
     data = question_dataset().rename_column("answer", "solution")
