@@ -261,7 +261,10 @@ def test_cpu_time_limit(default_sandbox):
     result = sb.run("while True:\n    pass")
     assert result.status is Status.TIMEOUT, result
     assert "CPU" in result.reason  # killed by RLIMIT_CPU long before the wall-clock limit
-    assert 0.9 <= result.cpu_time < 3.0
+    # The kernel sends SIGXCPU on its scheduler's count of CPU time; the rusage it reports samples that count
+    # differently on some machines (0.89 s seen for the 1 s limit on a loaded 2-core VM), so the lower bound is loose.
+    assert 0.5 <= result.cpu_time < 3.0
+    assert result.wall_time < 10.0
 
 
 def test_ten_gigabyte_allocation(sandbox):
