@@ -1,6 +1,7 @@
 """benchmarks/gpu_pack.py: what it packs for a GPU machine, that its wheels install offline, and the size check."""
 
 import hashlib
+import importlib.metadata
 import importlib.util
 import subprocess
 import sys
@@ -36,23 +37,22 @@ def fake_wheel(name, dest, python):
 def test_pure_distributions_are_repacked_and_version_specific_ones_downloaded():
     """What the device lacks: the pure-Python wheels come from this environment, multiprocess (one code base per
     Python version) and pydantic-core (compiled) must be downloaded for the device's Python."""
-    import importlib.metadata as metadata
-
-    pure = {name: gpu_pack.is_pure(metadata.distribution(name)) for name in (*gpu_pack.CORE, *gpu_pack.GGUF)}
+    pure = {name: gpu_pack.is_pure(importlib.metadata.distribution(name)) for name in (*gpu_pack.CORE, *gpu_pack.GGUF)}
     assert pure == {name: name != "multiprocess" for name in pure}
-    assert not gpu_pack.is_pure(metadata.distribution("pydantic-core"))
+    assert not gpu_pack.is_pure(importlib.metadata.distribution("pydantic-core"))
     assert "trl" in gpu_pack.CORE and "datasets" in gpu_pack.CORE and "math-verify" in gpu_pack.CORE
     with pytest.raises(ValueError, match="multiprocess is not a pure-Python wheel"):
         gpu_pack.repack("multiprocess", Path("unused"))
 
 
 def test_repacked_wheel_is_complete_and_installs_offline(tmp_path):
+    version = importlib.metadata.version("math-verify")
     wheel = gpu_pack.repack("math-verify", tmp_path / "wheels")
-    assert wheel.name == "math_verify-0.9.0-py3-none-any.whl"
+    assert wheel.name == f"math_verify-{version}-py3-none-any.whl"
     with zipfile.ZipFile(wheel) as archive:
         names = archive.namelist()
-        record = archive.read("math_verify-0.9.0.dist-info/RECORD").decode().splitlines()
-        assert "math_verify/__init__.py" in names and "math_verify-0.9.0.dist-info/METADATA" in names
+        record = archive.read(f"math_verify-{version}.dist-info/RECORD").decode().splitlines()
+        assert "math_verify/__init__.py" in names and f"math_verify-{version}.dist-info/METADATA" in names
         assert not any("__pycache__" in n or n.endswith(("INSTALLER", "direct_url.json")) for n in names)
         for line in record[:-1]:  # every file's hash, checked against the archive
             name, digest, size = line.rsplit(",", 2)
