@@ -205,7 +205,9 @@ def commands(out: Path, transfers: list[list[Item]], gguf_sha256: str | None, de
     for number in range(1, len(transfers) + 1):
         lines.append(f"#   transfer {number}: {rel}/{number}/  (with the device tool: carry=['{rel}/{number}'])")
     lines += [
-        "# Once all have arrived (each call starts with the second line: PYTHONPATH does not persist):",
+        "# Earlier transfers stay only while the machine does: make the next call before it is given back (the",
+        "# device tool keeps a machine 30 s after a call); a fresh machine needs every transfer again.",
+        "# Once all have arrived (each later call starts with the `export` line: PYTHONPATH does not persist):",
         f"python3 -m pip install -q --no-index --no-deps --no-compile --target {rel}/site {rel}/*/*.whl",
         f"export PYTHONPATH=$PWD:$PWD/{rel}/site CODAPO_TRL_CACHE=$PWD/{rel}/cache HF_HUB_OFFLINE=1",
     ]
@@ -215,9 +217,11 @@ def commands(out: Path, transfers: list[list[Item]], gguf_sha256: str | None, de
             f"cat {rel}/*/{GGUF_FILE}.part-* > {target}",
             f'echo "{gguf_sha256}  {target}" | sha256sum -c',
         ]
+    if not deepspeed:
+        lines.append("# (packed without --deepspeed: the ZeRO-3 test will skip)")
     lines += [
         "python3 -c 'import torch, trl, datasets, math_verify, codapo_trl; print(torch.cuda.get_device_name(0))'",
-        "make test-gpu GPU_PYTHON=python3 PYTEST_ARGS=-rs" + ("" if deepspeed else "  # the ZeRO-3 test skips"),
+        "make test-gpu GPU_PYTHON=python3 PYTEST_ARGS=-rs  # without make: python3 -m pytest -m gpu tests/gpu -rs",
         "python3 benchmarks/gpu_step.py --device cuda --model paper --output benchmarks/results/gpu_step_paper.json",
     ]
     if gguf_sha256:
