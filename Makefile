@@ -9,7 +9,7 @@ TORCH_SPEC ?= torch==2.13.0
 STAMP := $(VENV)/.codapo-installed
 PYTEST_ARGS ?=
 
-.PHONY: install demo test test-unit test-slow test-all quality style bench bench-sandbox install-vllm test-vllm demo-vllm
+.PHONY: install demo test test-unit test-slow test-all test-gpu quality style bench bench-sandbox install-vllm test-vllm demo-vllm
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -66,6 +66,12 @@ test-slow: $(STAMP)
 
 test-all: $(STAMP)
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# The GPU tier (tests/gpu, marker `gpu`): CUDA in bf16; every case skips, with the reason, where no CUDA device is
+# seen. On a GPU machine without .venv (the wheels of benchmarks/gpu_pack.py): `make test-gpu GPU_PYTHON=python3`.
+GPU_PYTHON ?= $(PY)
+test-gpu: $(if $(filter $(PY),$(GPU_PYTHON)),$(STAMP))
+	$(GPU_PYTHON) -m pytest -m gpu tests/gpu $(PYTEST_ARGS)
 
 # Lint, format and spelling in a small venv of their own: no torch, no DeepSpeed (seconds to build). The same pinned
 # versions as .pre-commit-config.yaml.
