@@ -8,6 +8,7 @@ from __future__ import annotations
 from unittest.mock import patch
 
 import torch
+from transformers import TrainerCallback
 from trl import GRPOTrainer
 
 from codapo_trl import CoDaPOConfig
@@ -41,6 +42,18 @@ def make_args(tmp_path, config_class=CoDaPOConfig, **overrides) -> CoDaPOConfig:
     )
     settings.update(overrides)
     return config_class(**settings)
+
+
+class StopAfter(TrainerCallback):
+    """Save and stop after optimizer step `step`, as an interrupted run would (for the resume tests)."""
+
+    def __init__(self, step: int):
+        self.step = step
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if state.global_step == self.step:
+            control.should_save = True
+            control.should_training_stop = True
 
 
 def phases(trainer) -> list[float]:

@@ -11,8 +11,7 @@ import pytest
 import torch
 from fakes import deterministic_rollout, hash_reward, parity_reward, question_dataset
 from gpu_devices import GPU_MARKS
-from helpers_training import phases, record_outputs, record_parent_generations
-from transformers import TrainerCallback
+from helpers_training import StopAfter, phases, record_outputs, record_parent_generations
 from trl import GRPOConfig, GRPOTrainer
 
 from codapo_trl import CoDaPOTrainer
@@ -121,18 +120,6 @@ def test_recorder_trust_and_s_ratio_match_the_training_forward(device, device_ar
         assert gap <= RECORDING_BOUND[device]
 
 
-class StopAt(TrainerCallback):
-    """Save and stop after optimizer step `step`, as an interrupted run would (the same as test_trainer's)."""
-
-    def __init__(self, step):
-        self.step = step
-
-    def on_step_end(self, args, state, control, **kwargs):
-        if state.global_step == self.step:
-            control.should_save = True
-            control.should_training_stop = True
-
-
 # Straight and resumed runs take the same steps on the same rollouts; in bf16 the weights keep 8 significant bits, so
 # they are compared to 2 units of bf16 roundoff (float32: to float noise).
 RESUME_TOLERANCE = {"cpu": dict(rtol=1e-5, atol=1e-6), "cuda": dict(rtol=2**-7, atol=1e-3)}
@@ -158,7 +145,7 @@ def test_checkpoint_save_and_resume_between_b_and_s(device, device_args, tiny_mo
 
     straight, straight_calls = run(device_args(tmp_path / "straight", **common))
     interrupted = device_args(tmp_path / "interrupted", **common)
-    first, first_calls = run(interrupted, callbacks=[StopAt(1)])
+    first, first_calls = run(interrupted, callbacks=[StopAfter(1)])
     checkpoint = tmp_path / "interrupted" / "out" / "checkpoint-1"
     assert first.state.global_step == 1 and (checkpoint / "codapo_state-rank0.pt").exists()
     assert (checkpoint / "model.safetensors").exists() and (checkpoint / "optimizer.pt").exists()

@@ -7,8 +7,7 @@ from unittest.mock import patch
 import pytest
 import torch
 from fakes import GradRecorder, deterministic_rollout, hash_reward, parity_reward, question_dataset
-from helpers_training import make_args, phases, record_outputs, record_parent_generations
-from transformers import TrainerCallback
+from helpers_training import StopAfter, make_args, phases, record_outputs, record_parent_generations
 
 from codapo_trl import CoDaPOTrainer, coda
 
@@ -381,16 +380,6 @@ def test_evaluate_is_unaffected(tiny_model_dir, tmp_path):
     note.assert_not_called()
     assert "eval_loss" in metrics and not any(("codapo" in key or "dynamics" in key) for key in metrics)
     assert trainer._codapo.selection is None
-
-
-class StopAfter(TrainerCallback):
-    def __init__(self, step):
-        self.step = step
-
-    def on_step_end(self, args, state, control, **kwargs):
-        if state.global_step == self.step:
-            control.should_save = True
-            control.should_training_stop = True
 
 
 def train_recording_generations(model_dir, args, dataset, callbacks=(), resume=None):
