@@ -129,7 +129,18 @@ def _codapo_install_audit_hook():
             if event == "os.kill" and args[0] == _getpid():
                 return
             deny(event)
-        if event == "import" and args[0] in ("ctypes", "_ctypes", "_xxsubinterpreters"):
+        if event == "import" and args[0] in (
+            # raw memory access or a fresh interpreter: ways to switch this hook off (masked by mountns as well)
+            "ctypes",
+            "_ctypes",
+            "_ctypes_test",
+            "_testcapi",
+            "_testinternalcapi",
+            "_testbuffer",
+            "_testmultiphase",
+            "_xxsubinterpreters",
+            "_xxtestfuzz",
+        ):
             deny("import " + args[0])
         if event == "object.__setattr__" and args[0] is _self:
             deny("setting " + args[1])
