@@ -261,12 +261,11 @@ def make_candidate(channel, name):
             raise
         answer = channel.receive()
         if answer[0] == "ok" and len(answer) == 4:
-            if answer[2] is not None:
-                for old, new in zip(args, answer[2]):
-                    _sync(old, new)
-                for key, new in (answer[3] or {}).items():
-                    if key in kwargs:
-                        _sync(kwargs[key], new)
+            for old, new in zip(args, answer[2] or ()):
+                _sync(old, new)
+            for key, new in (answer[3] or {}).items():
+                if key in kwargs:
+                    _sync(kwargs[key], new)
             return answer[1]
         if answer[0] == "raise" and len(answer) == 3:
             _raise_from_candidate(answer[1], answer[2])
