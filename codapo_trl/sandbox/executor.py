@@ -54,8 +54,9 @@ RUNNER_PATH = os.path.join(_HERE, "runner.py")
 RUNNER_COPY_NAME = ".codapo_runner.py"  # in the run's working directory, where the bootstrap copies the runner
 WIRE_PATH = wire.__file__
 WIRE_COPY_NAME = ".codapo_wire.py"  # next to it, for `call` and `check` runs
-# The judge runs this in `python -I -S -c`: the package is not importable there (no site-packages), its directory is.
-_JUDGE_LAUNCH = f"import sys; sys.path.append({_HERE!r}); import judge; judge.main()"
+# The judge: `python -E -s -S -m judge` in this directory (the package is not importable without site-packages; this
+# directory is, as the current one), so that its bytecode is cached.
+_JUDGE_ARGS = ("-E", "-s", "-S", "-m", "judge")
 assert os.path.dirname(_judge_module.__file__) == _HERE  # the judge is imported here once, which caches its bytecode
 
 
@@ -252,17 +253,18 @@ class Executor:
                     resp_fd=channel[3],
                     budget=max(0.0, cfg.timeout - (time.monotonic() - start)),
                     max_bytes=cfg.max_output_bytes,
+                    cwd=rundir,
                 )
                 judge_spec = wire.encode(spec, max_chars=1 << 30)
                 # The judge: a process of the trainer's that never runs the program's code (see judge.py).
                 judge = subprocess.Popen(
-                    [self._python, "-I", "-S", "-c", _JUDGE_LAUNCH],
+                    [self._python, *_JUDGE_ARGS],
                     stdin=subprocess.PIPE,
                     stdout=subprocess.PIPE,
                     stderr=subprocess.PIPE,
                     pass_fds=tuple(channel[2:]),
                     env={"PATH": env["PATH"], "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8"},
-                    cwd=rundir,
+                    cwd=_HERE,
                     start_new_session=True,
                     close_fds=True,
                 )

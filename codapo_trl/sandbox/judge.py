@@ -1,8 +1,8 @@
 """The judge: the process that computes the verdict of a `call` or `check` run, and never runs the program's code.
 
 The executor ([`codapo_trl.sandbox.executor`]) starts it next to the sandboxed program for every `call` and
-`check` run, as `python -I -S -c "...import judge; judge.main()"` (standard library only, this directory on the
-path), with two pipes to the program's process (requests out, answers in), the run's spec (wire-encoded) on its
+`check` run, as `python -E -s -S -m judge` from this directory (standard library only, no site-packages), with two
+pipes to the program's process (requests out, answers in), the run's spec (wire-encoded) on its
 standard input, and its standard output for the verdict. The program's process runs the program's module and then
 only answers the judge's requests ([`codapo_trl.sandbox.runner`]); what comes back is decoded by
 [`codapo_trl.sandbox.wire.decode`] into built-in objects, so no object of the program ever reaches a comparison.
@@ -362,13 +362,15 @@ def judge_check(channel, spec):
 def main():
     """Read the spec, judge, write the verdict line (run by the executor, see the module docstring)."""
     here = os.path.dirname(os.path.abspath(__file__))
-    if here in sys.path:  # only needed to import this module and `wire`
-        sys.path.remove(here)
+    for entry in ("", here):  # only there to import this module and `wire`: not for the test's imports
+        while entry in sys.path:
+            sys.path.remove(entry)
     verdict_fd = os.dup(1)
     os.dup2(2, 1)  # what the test code prints goes to stderr, never into the verdict
     try:
         raw = sys.stdin.buffer.read()
         spec = wire.decode(raw)
+        os.chdir(spec["cwd"])
         start = time.monotonic()
         channel = Channel(spec["req_fd"], spec["resp_fd"], start + spec["budget"], spec["max_bytes"])
         verdict = judge_call(channel, spec) if spec["mode"] == "call" else judge_check(channel, spec)
@@ -378,3 +380,7 @@ def main():
         verdict = f"invalid judge failure: {type(exc).__name__}: {exc}"
     os.write(verdict_fd, (verdict.replace("\n", " ")[:1000] + "\n").encode("utf-8", "replace"))
     os._exit(0)
+
+
+if __name__ == "__main__":
+    main()

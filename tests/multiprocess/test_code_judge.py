@@ -2,7 +2,7 @@
 the judge itself rather than the sandbox.
 
 Each hostile program is bounded even if the defence fails (2 s wall clock per run, answers capped at 64 KiB) and
-has an honest counterpart that must be paid. The red team's cases are in `tests/integration/test_code_judge_redteam.py`.
+has an honest counterpart that must be paid. The red team's cases are in `tests/multiprocess/test_code_judge_redteam.py`.
 """
 
 from __future__ import annotations
