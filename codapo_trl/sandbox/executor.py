@@ -102,7 +102,7 @@ class Executor:
 
     def run(self, source: str, stdin: str | bytes = "", harness: Harness = SCRIPT) -> ExecutionResult:
         """Run `source` as a Python program with `stdin` as its standard input, within the configured limits, under
-        `harness` (by default: as a script, confirmed when it ends normally)."""
+        `harness` (by default: as a script; for `call` and `check`, judged by the judge process)."""
         with self._slots:
             slot = self._free_slots.pop()
             try:
