@@ -323,17 +323,29 @@ def judge_call(channel, spec):
     return "error the program's answer is not a message"
 
 
+def _names(code):
+    """Every name a code object or the code objects inside it use (globals, attributes, stores): a superset."""
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if hasattr(const, "co_names"):
+            names |= _names(const)
+    return names
+
+
 def _test_namespace(spec):
     import builtins
 
     ns = {"__name__": "__check__", "__builtins__": builtins}
-    context = spec.get("context") or ""
+    test = compile(spec["test"], "test.py", "exec")
     try:
-        code = compile(context, "prompt.py", "exec")
+        context = compile(spec.get("context") or "", "prompt.py", "exec")
     except SyntaxError:  # a prompt that is not a module on its own: its import lines
-        code = compile(spec.get("prelude") or "", "prelude.py", "exec")
-    exec(code, ns)
-    exec(compile(spec["test"], "test.py", "exec"), ns)
+        context = compile(spec.get("prelude") or "", "prelude.py", "exec")
+    # The prompt runs only when the test may use a name it defines (HumanEval/32's `poly`): most only call
+    # `candidate`, and a prompt's `from typing import List` alone would cost more than the rest of the judge.
+    if _names(test) & set(context.co_names):
+        exec(context, ns)
+    exec(test, ns)
     if not callable(ns.get("check")):
         raise ChannelBroken("invalid", "the test defines no check(candidate)")
     return ns
