@@ -150,9 +150,17 @@ class Channel:
         self.buf = b""
         self.broken = None
 
-    def _read_more(self):
+    def _ready(self, fd, event):
+        # poll, not select: the descriptors keep the trainer's numbers, which can be above select's 1024
         left = self.deadline - time.monotonic()
-        if left <= 0 or not select.select([self.resp_fd], [], [], left)[0]:
+        if left <= 0:
+            return False
+        poller = select.poll()
+        poller.register(fd, event)
+        return bool(poller.poll(left * 1000))
+
+    def _read_more(self):
+        if not self._ready(self.resp_fd, select.POLLIN):
             raise ChannelBroken("timeout", "no answer before the deadline")
         data = os.read(self.resp_fd, 1 << 16)
         if not data:
@@ -190,8 +198,7 @@ class Channel:
         data = wire.frame(wire.encode(message, max_chars=self.max_bytes))
         try:
             while data:
-                left = self.deadline - time.monotonic()
-                if left <= 0 or not select.select([], [self.req_fd], [], left)[1]:
+                if not self._ready(self.req_fd, select.POLLOUT):
                     raise ChannelBroken("timeout", "the program did not read its request before the deadline")
                 try:
                     data = data[os.write(self.req_fd, data[: 1 << 16]) :]
