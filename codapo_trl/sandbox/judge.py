@@ -248,7 +248,7 @@ def _sync(old, new):
         old.update(new)
         return True
     if type(old) is tuple and type(new) is tuple and len(old) == len(new):
-        return all(_sync(o, n) or o == n for o, n in zip(old, new))
+        return all([_sync(o, n) or o == n for o, n in zip(old, new)])  # every element, no short cut
     return False
 
 
