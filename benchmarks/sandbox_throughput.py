@@ -4,14 +4,22 @@ The CPU column is the CPU time of every process of a run (bootstrap, program, ch
 measure least disturbed by other load on the machine. Two workloads: a trivial program (`pass`: pure start-up and isolation cost) and a small stdin/stdout problem (sum of
 2,000 integers read from standard input, checked by the code reward's comparator).
 
+`--fixtures` measures the code reward itself (`evaluate_code`: sandbox, judge and comparison) on the repository's
+fixtures instead: the HumanEval problems (`check` format, one execution each) and TACO's call-based and stdio
+problems (one execution per test case), each solved by its reference solution, `--repeats` batches of `--runs`
+executions; it prints the min/median/max over batches of the CPU time per execution (every child process: sandbox
+and judge) and of the reward process's own CPU time per execution.
+
     python benchmarks/sandbox_throughput.py                  # default: 40 runs per cell
     python benchmarks/sandbox_throughput.py --runs 100 --workers 1 2 4 8
     python benchmarks/sandbox_throughput.py --disable cgroup  # cost of one isolation layer
+    python benchmarks/sandbox_throughput.py --fixtures --runs 30 --repeats 5 --workers 1
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import random
@@ -19,7 +27,7 @@ import resource
 import statistics
 import time
 
-from codapo_trl.rewards.code import outputs_match
+from codapo_trl.rewards.code import evaluate_code, outputs_match
 from codapo_trl.sandbox import Sandbox, SandboxConfig, Status, detect_isolation
 
 
@@ -59,17 +67,94 @@ def bench(sandbox: Sandbox, jobs: list[tuple[str, str, str | None]]) -> dict[str
     }
 
 
+FIXTURES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "fixtures")
+
+
+def fixture_problems() -> dict[str, list[tuple[str, dict, int]]]:
+    """(program, tests, executions) of every fixture problem, by workload: the reference solution of each."""
+    out: dict[str, list[tuple[str, dict, int]]] = {"humaneval (check)": [], "taco (call)": [], "taco (stdio)": []}
+    with open(os.path.join(FIXTURES, "humaneval_sample.jsonl")) as f:
+        for line in f:
+            row = json.loads(line)
+            tests = {"test": row["test"], "entry_point": row["entry_point"], "prompt": row["prompt"]}
+            out["humaneval (check)"].append((row["prompt"] + row["canonical_solution"], tests, 1))
+    with open(os.path.join(FIXTURES, "taco_sample.jsonl")) as f:
+        for line in f:
+            row = json.loads(line)
+            if not row["input_output"]:
+                continue
+            tests = json.loads(row["input_output"])
+            kind = "taco (call)" if tests.get("fn_name") else "taco (stdio)"
+            out[kind].append((json.loads(row["solutions"])[0], tests, len(tests["inputs"])))
+    return out
+
+
+def _self_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def bench_fixtures(sandbox: Sandbox, problems: list[tuple[str, dict, int]], runs: int) -> dict[str, float]:
+    """One batch of about `runs` executions of the code reward on `problems` (cycled)."""
+    n_exec, bad = 0, 0
+    start, cpu_start, self_start = time.perf_counter(), _children_cpu(), _self_cpu()
+    i = 0
+    while n_exec < runs:
+        code, tests, n = problems[i % len(problems)]
+        evaluation = evaluate_code(code, tests, sandbox=sandbox, max_timeouts=None)
+        bad += evaluation.reward != 1.0
+        if evaluation.reward != 1.0:
+            logger.warning("unexpected verdict: %s", evaluation.reason)
+        n_exec += n
+        i += 1
+    return {
+        "per_s": n_exec / (time.perf_counter() - start),
+        "cpu_ms": 1000 * (_children_cpu() - cpu_start) / n_exec,
+        "host_ms": 1000 * (_self_cpu() - self_start) / n_exec,
+        "failed": bad,
+    }
+
+
+def main_fixtures(config: SandboxConfig, report, workers: list[int], runs: int, repeats: int) -> None:
+    header = (
+        f"{'workload':<20} {'workers':>7} {'exec/s':>14} {'CPU ms/exec min/med/max':>24} "
+        f"{'host ms/exec min/med/max':>25} {'failed':>6}"
+    )
+    logger.info(header)
+    logger.info("-" * len(header))
+    for name, problems in fixture_problems().items():
+        for n_workers in workers:
+            with Sandbox(config, max_workers=n_workers, isolation=report) as sandbox:
+                sandbox.run(TRIVIAL)  # warm-up (uid lease, cgroups)
+                rows = [bench_fixtures(sandbox, problems, runs) for _ in range(repeats)]
+
+            def mmm(key: str, rows: list[dict[str, float]] = rows) -> str:
+                xs = sorted(r[key] for r in rows)
+                return f"{xs[0]:.1f}/{statistics.median(xs):.1f}/{xs[-1]:.1f}"
+
+            logger.info(
+                f"{name:<20} {n_workers:>7} {mmm('per_s'):>14} {mmm('cpu_ms'):>24} {mmm('host_ms'):>25} "
+                f"{sum(r['failed'] for r in rows):>6}"
+            )
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=40, help="executions per (workload, workers) cell")
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4])
     parser.add_argument("--disable", nargs="*", default=[], help="isolation layers to switch off")
     parser.add_argument("--timeout", type=float, default=5.0)
+    parser.add_argument("--fixtures", action="store_true", help="measure the code reward on the repo's fixtures")
+    parser.add_argument("--repeats", type=int, default=5, help="batches per cell with --fixtures (min/median/max)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
 
     config = SandboxConfig(timeout=args.timeout, disable=frozenset(args.disable))
     report = detect_isolation(config)
+    if args.fixtures:
+        logger.info("cpus: %s, load average: %s", os.cpu_count(), " ".join(f"{x:.2f}" for x in os.getloadavg()))
+        main_fixtures(config, report, args.workers, args.runs, args.repeats)
+        return
     rng = random.Random(0)
     workloads = {
         "trivial (pass)": [(TRIVIAL, "", None)] * args.runs,

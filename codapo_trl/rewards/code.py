@@ -6,20 +6,24 @@ on code problems. Programs run in [`codapo_trl.sandbox.Sandbox`], one process pe
 Test cases live in a dataset column `tests` (a JSON string; one per problem) in one of three normalised formats:
 
 - `{"format": "stdio", "inputs": [str, ...], "outputs": [str, ...]}`: the program reads `inputs[i]` on standard
-  input and must print `outputs[i]`. Outputs are compared token by token (whitespace and line ends do not matter),
-  numbers with a relative/absolute tolerance of `1e-6`.
+  input and must print `outputs[i]` and exit with status 0. Outputs are compared token by token (whitespace and
+  line ends do not matter): an expected integer only by the same integer, an expected decimal or exponent number by
+  a number within a relative/absolute tolerance of `1e-6`, anything else exactly ([`outputs_match`]).
 - `{"format": "call", "fn_name": str, "inputs": [[arg, ...], ...], "outputs": [value, ...]}`: the program must
   define `fn_name` (a function, or a method of a class `Solution`), which is called with each argument list; the
-  return value is compared with the expected one (numbers with tolerance, tuples as lists, and a result equal to
-  the only element of a one-element expected list also counts, as TACO/APPS often wrap expected values).
-- `{"format": "check", "test": str, "entry_point": str, "prelude": str}`: HumanEval style; `check(entry_point)`
-  (defined by `test`, run after the program) must return, with the candidate returning plain built-in values
-  only. A single test case.
+  return value is compared with the expected one (integers and strings exactly, a tolerance only for an expected
+  float, tuples as lists, and a result equal to the only element of a one-element expected list also counts, as
+  TACO/APPS often wrap expected values; [`values_match`]).
+- `{"format": "check", "test": str, "entry_point": str, "prelude": str, "prompt": str}`: HumanEval style;
+  `check(candidate)` (defined by `test`, run after `prompt`, the dataset's own code) must return. A single test
+  case.
 
-A test passes only when the sandbox's harness confirms it (see [`codapo_trl.sandbox.Harness`]): the harness runs
-the program and the tests, and reports on a channel of its own, with a per-run nonce the program never sees, after
-the last test returned. A program that ends the process early (`SystemExit`, `os._exit`, exit handlers, a signal to
-itself, a `BaseException`), closes or writes to that channel, or leaves a thread running fails with the reason.
+Where the verdict is made: the stdin/stdout comparison here, on the program's standard output (text); the `call`
+and `check` verdicts in the sandbox's judge ([`codapo_trl.sandbox.judge`]), a process that never runs the
+program's code: the program's process only runs its module and answers the judge's calls with plain data
+(`None`, `bool`, `int`, `float`, `str` and lists, tuples, dicts and sets of them, [`codapo_trl.sandbox.wire`]),
+which the judge decodes into built-in objects before comparing or handing them to `check`. No object of the
+program reaches a comparison, and `check`, its globals, built-ins and modules live in the judge.
 
 TACO's raw `input_output` JSON (`inputs`/`outputs` and an optional `fn_name`) and HumanEval's `test`/
 `entry_point` dicts are accepted too and normalised on the fly (see [`parse_tests`]).
@@ -29,7 +33,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import os
 import re
 import threading
@@ -41,6 +44,7 @@ from typing import Any
 
 from codapo_trl.answers import completion_text
 from codapo_trl.sandbox import SCRIPT, ExecutionResult, Harness, Sandbox, SandboxConfig, Status, get_sandbox
+from codapo_trl.sandbox.judge import outputs_match, values_match
 
 
 logger = logging.getLogger(__name__)
@@ -59,7 +63,6 @@ __all__ = [
     "values_match",
 ]
 
-FLOAT_TOLERANCE = 1e-6
 _PY_LANGS = {"", "python", "py", "python3", "py3"}
 _FENCE_RE = re.compile(r"```[ \t]*([^\n`]*)\n(.*?)```", re.DOTALL)
 
@@ -103,6 +106,7 @@ class ProblemTests:
     test: str | None = None
     entry_point: str | None = None
     prelude: str = ""
+    prompt: str = ""
 
     def __len__(self) -> int:
         return 1 if self.format == "check" else len(self.inputs)
@@ -111,6 +115,8 @@ class ProblemTests:
         """The normalised JSON string stored in a dataset's `tests` column."""
         if self.format == "check":
             obj = {"format": "check", "test": self.test, "entry_point": self.entry_point, "prelude": self.prelude}
+            if self.prompt:
+                obj["prompt"] = self.prompt
         elif self.format == "call":
             obj = {
                 "format": "call",
@@ -151,10 +157,13 @@ def parse_tests(tests: Any) -> ProblemTests:
         test, entry_point = tests.get("test"), tests.get("entry_point")
         if not isinstance(test, str) or not test.strip() or not isinstance(entry_point, str) or not entry_point:
             raise InvalidTestsError("check-format tests need non-empty `test` and `entry_point` strings")
+        prompt = tests.get("prompt") or ""
+        if not isinstance(prompt, str):
+            raise InvalidTestsError("check-format tests need a string `prompt` (or none)")
         prelude = tests.get("prelude")
         if prelude is None:
-            prelude = _import_lines(tests.get("prompt") or "")
-        return ProblemTests("check", test=test, entry_point=entry_point, prelude=prelude)
+            prelude = _import_lines(prompt)
+        return ProblemTests("check", test=test, entry_point=entry_point, prelude=prelude, prompt=prompt)
     if fmt not in (None, "stdio", "call"):
         raise InvalidTestsError(f"unknown tests format {fmt!r}")
     inputs, outputs = tests.get("inputs"), tests.get("outputs")
@@ -181,73 +190,22 @@ def _import_lines(prompt: str) -> str:
     )
 
 
-# ------------------------------------------------------------------------------------------------- comparison
-
-
-def _as_float(token: str) -> float | None:
-    if "_" in token:
-        return None
-    try:
-        value = float(token)
-    except ValueError:
-        return None
-    return value if math.isfinite(value) else None
-
-
-def outputs_match(got: str, expected: str, tol: float = FLOAT_TOLERANCE) -> bool:
-    """Whether a program's standard output matches the expected one, token by token.
-
-    Whitespace (including line ends, trailing spaces and blank lines) only separates tokens; two tokens match if
-    they are equal strings or both finite numbers within `tol` (relative or absolute).
-    """
-    got_tokens, exp_tokens = got.split(), expected.split()
-    if got_tokens == exp_tokens:
-        return True
-    if len(got_tokens) != len(exp_tokens):
-        return False
-    for g, e in zip(got_tokens, exp_tokens):
-        if g == e:
-            continue
-        fg, fe = _as_float(g), _as_float(e)
-        if fg is None or fe is None or not math.isclose(fg, fe, rel_tol=tol, abs_tol=tol):
-            return False
-    return True
-
-
-def values_match(got: Any, expected: Any, tol: float = FLOAT_TOLERANCE) -> bool:
-    """Whether a function's return value (decoded from JSON) matches the expected value.
-
-    Numbers compare with tolerance (booleans only with booleans), lists elementwise, dicts by keys and values.
-    """
-    if isinstance(got, bool) or isinstance(expected, bool):
-        return isinstance(got, bool) and isinstance(expected, bool) and got == expected
-    if isinstance(got, (int, float)) and isinstance(expected, (int, float)):
-        if isinstance(got, int) and isinstance(expected, int):
-            return got == expected
-        return math.isclose(got, expected, rel_tol=tol, abs_tol=tol)
-    if isinstance(got, list) and isinstance(expected, list):
-        return len(got) == len(expected) and all(values_match(g, e, tol) for g, e in zip(got, expected))
-    if isinstance(got, dict) and isinstance(expected, dict):
-        return got.keys() == expected.keys() and all(values_match(got[k], expected[k], tol) for k in got)
-    return got == expected
-
-
-def _call_result_matches(got: Any, expected: Any) -> bool:
-    if values_match(got, expected):
-        return True
-    # TACO/APPS often store a call's expected value wrapped in a one-element list.
-    return isinstance(expected, list) and len(expected) == 1 and values_match(got, expected[0])
-
-
 # ------------------------------------------------------------------------------------------------- programs
 
 
 def _harness(tests: ProblemTests, index: int) -> Harness:
-    """How the sandbox's harness runs test case `index` (it confirms a pass itself; see [`Harness`])."""
+    """How the sandbox runs test case `index` and who judges it (see [`Harness`])."""
     if tests.format == "check":
-        return Harness("check", test=tests.test, entry_point=tests.entry_point, prelude=tests.prelude)
+        return Harness(
+            "check", test=tests.test, entry_point=tests.entry_point, prelude=tests.prelude, context=tests.prompt
+        )
     if tests.format == "call":
-        return Harness("call", fn_name=tests.fn_name, args=json.dumps(list(tests.inputs[index])))
+        return Harness(
+            "call",
+            fn_name=tests.fn_name,
+            args=json.dumps(list(tests.inputs[index])),
+            expected=json.dumps(tests.outputs[index]),
+        )
     return SCRIPT
 
 
@@ -281,30 +239,13 @@ class CodeEvaluation:
 
 
 def _judge(result: ExecutionResult, tests: ProblemTests, index: int) -> TestOutcome:
-    """The verdict on one execution. A pass needs the harness's confirmation (`result.confirmed`, which the sandbox
-    only sets after the harness reported, with the run's nonce, that the program and its tests returned): an exit
-    status of 0 alone is never a pass."""
-    if result.status is not Status.OK or not result.confirmed:
-        reason = result.reason or "not confirmed by the harness"
-        if tests.format == "check" and result.harness_value and result.harness_value.startswith("AssertionError"):
-            return TestOutcome(Status.WRONG, "assertion failed", result.wall_time)
-        status = result.status if result.status is not Status.OK else Status.RUNTIME_ERROR
-        return TestOutcome(status, reason, result.wall_time)
-    if tests.format == "check":
-        return TestOutcome(Status.OK, "", result.wall_time)
-    if tests.format == "stdio":
-        if outputs_match(result.stdout, tests.outputs[index]):
-            return TestOutcome(Status.OK, "", result.wall_time)
+    """The verdict on one execution: the judge's for `call` and `check` runs (in `result.status`), the comparison
+    of the standard output with the expected one for a script that exited with status 0."""
+    if result.status is not Status.OK:
+        return TestOutcome(result.status, result.reason, result.wall_time)
+    if tests.format == "stdio" and not outputs_match(result.stdout, tests.outputs[index]):
         return TestOutcome(Status.WRONG, "wrong answer", result.wall_time)
-    if result.harness_value is None:
-        return TestOutcome(Status.RUNTIME_ERROR, "no return value reported", result.wall_time)
-    try:
-        value = json.loads(result.harness_value)
-    except (json.JSONDecodeError, RecursionError):
-        return TestOutcome(Status.WRONG, "return value is not JSON", result.wall_time)
-    if _call_result_matches(value, tests.outputs[index]):
-        return TestOutcome(Status.OK, "", result.wall_time)
-    return TestOutcome(Status.WRONG, "wrong return value", result.wall_time)
+    return TestOutcome(Status.OK, "", result.wall_time)
 
 
 def _jobs(code: str, tests: ProblemTests, max_tests: int | None) -> list[tuple[str, str, Harness]]:

@@ -6,8 +6,13 @@ Every execution gets its own short-lived process tree:
 trainer (executor.py) --Popen--> bootstrap.py (python -I -S, by path)  --fork--> runner.py (python -I -S, by path)
                                  joins cgroups, unshares namespaces,             mounts, rlimits, uid drop,
                                  subreaper: waits, reports exit status +         no_new_privs, Landlock, seccomp,
-                                 rusage, kills and reaps what is left            exec; harness + audit hook
+                                 rusage, kills and reaps what is left            exec; audit hook; the program
+                      --Popen--> judge.py (call/check runs; python -S, never runs the program's code) <--pipes-->
+                                 runs the test, asks the runner for the candidate's results, writes the verdict
 ```
+
+The verdict of a `call` or `check` run is made in the judge, from plain data ([`wire`]) the runner sends back;
+a script's standard output is compared by the caller. No verdict is computed in a process that ran the program.
 
 Where things are (one job per module):
 
@@ -15,10 +20,12 @@ Where things are (one job per module):
 - `floor.py`: the isolation floor ([`floor_gaps`], [`check_floor`], [`SandboxFloorError`]) and its opt-out.
 - `detection.py`: which layers work here ([`detect_isolation`]) and the start-up log of every layer.
 - `api.py`: [`Sandbox`] (detected layers + floor) and the process-wide [`get_sandbox`] / [`run_python`].
-- `executor.py`: runs one program (configuration, status pipe, report pipe with its nonce, limits, clean-up,
-  classification).
+- `executor.py`: runs one program (configuration, status pipe, the judge and its channel to the program, limits,
+  clean-up, classification).
 - `bootstrap.py`, `runner.py`: the trusted code of the child processes, run by path (never imported; standard
-  library only): namespaces, mounts, capabilities, rlimits, uid, Landlock, seccomp; then the harness.
+  library only): namespaces, mounts, capabilities, rlimits, uid, Landlock, seccomp; then the program.
+- `judge.py` (the judge process and the comparison rules) and `wire.py` (the plain-data format between the runner
+  and the judge): standard library only, imported by the trainer and run (or copied) by path.
 - `seccomp.py` (the syscall filter and its deny list), `limits.py` (rlimits, cgroups), `mounts.py` (hidden, private
   and masked paths, read roots), `host.py` (capabilities, kernel, interpreter, uid pool, process sweep).
 

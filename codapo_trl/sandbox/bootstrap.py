@@ -36,18 +36,18 @@ PR_CAPBSET_DROP, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, PR_SET_SECUREBITS = 2
 # Set by `load` from the configuration file, before anything else runs.
 CFG: dict = {}
 STATUS_FD = -1
-REPORT_FD = -1
+CHANNEL_FDS: list = []  # the program's ends of its channel to the judge (`call` and `check` runs)
 STAGE = ["bootstrap"]
 libc: ctypes.CDLL
 
 
 def load(config_path: str) -> None:
-    global CFG, STATUS_FD, REPORT_FD, libc
+    global CFG, STATUS_FD, CHANNEL_FDS, libc
     with open(config_path, "rb") as f:
         CFG = json.loads(f.read())
-    os.unlink(config_path)  # it holds the run's nonce: gone before any untrusted code runs
+    os.unlink(config_path)
     STATUS_FD = CFG["status_fd"]
-    REPORT_FD = CFG["report_fd"]
+    CHANNEL_FDS = CFG["channel_fds"]
     libc = ctypes.CDLL(None, use_errno=True)
     libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
     libc.unshare.argtypes = [ctypes.c_int]
@@ -248,12 +248,20 @@ def drop_capabilities():
     check(libc.prctl(PR_SET_SECUREBITS, 0x01 | 0x02 | 0x20 | 0x40 | 0x80, 0, 0, 0), "securebits")
 
 
+def close_channel():
+    for fd in CHANNEL_FDS:
+        try:  # noqa: SIM105
+            os.close(fd)
+        except OSError:
+            pass
+
+
 def init_process(pid):
     # PID 1 of the program's PID namespace (the program itself is PID 2, so that a signal it sends itself is not
     # ignored the way the kernel ignores it for a namespace's init): wait for it, report how it ended, and exit,
     # which makes the kernel kill whatever it left behind.
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    os.close(REPORT_FD)  # only the program holds the harness's channel
+    close_channel()  # only the program holds its channel: the judge sees it end when the program does
     while True:
         try:
             done, status = os.waitpid(-1, 0)
@@ -284,17 +292,12 @@ def child(cfg):
     work = cfg["workdir"]
     with open(os.path.join(work, "solution.py"), "wb") as f:
         f.write(CFG["source"].encode("utf-8", "surrogateescape"))
-    # The runner, run by this path (it deletes the copy before the program starts): the only file of the checkout
-    # that the program's process needs, copied so that the checkout itself stays hidden (mountns, Landlock).
-    with os.fdopen(os.open(cfg["runner"]["copy"], os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644), "wb") as f:
-        f.write(cfg["runner_source"])
-    harness = dict(CFG["harness"])
-    text = harness.pop("nonce") + "\n" + harness.pop("mode") + "\n" + json.dumps(harness)
-    fd = os.open(os.path.join(work, ".codapo_harness"), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-    try:
-        os.write(fd, text.encode())
-    finally:
-        os.close(fd)
+    # The runner (run by this path) and the wire format it speaks to the judge: the only files of the checkout that
+    # the program's process needs, copied so that the checkout itself stays hidden (mountns, Landlock); the runner
+    # deletes the copies before the program starts.
+    for copy, source in zip(cfg["runner"]["copies"], cfg["runner_sources"]):
+        with os.fdopen(os.open(copy, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644), "wb") as f:
+            f.write(source)
     if cfg["uid"] is not None and not cfg["mountns"]:
         os.chown(work, cfg["uid"], cfg["uid"])
     if cfg["uid"] is not None:
@@ -330,16 +333,18 @@ def child(cfg):
     STAGE[0] = "exec"
     os.chdir(work)
     os.set_inheritable(STATUS_FD, False)
-    os.set_inheritable(REPORT_FD, True)
-    argv = [a.replace("{report_fd}", str(REPORT_FD)) for a in cfg["argv"]]
-    os.execve(argv[0], argv, cfg["env"])
+    for fd in CHANNEL_FDS:
+        os.set_inheritable(fd, True)
+    os.execve(cfg["argv"][0], cfg["argv"], cfg["env"])
 
 
 def main():
     cfg = CFG
     try:
-        with open(cfg["runner"]["source"], "rb") as f:  # before the mount namespace hides the checkout
-            cfg["runner_source"] = f.read()
+        cfg["runner_sources"] = []
+        for path in cfg["runner"]["sources"]:  # before the mount namespace hides the checkout
+            with open(path, "rb") as f:
+                cfg["runner_sources"].append(f.read())
         if cfg["cgroup_procs"]:
             STAGE[0] = "cgroup"
             for path in cfg["cgroup_procs"]:
@@ -371,7 +376,7 @@ def main():
         except BaseException as exc:
             report(event="setup_error", stage=STAGE[0], error=f"{type(exc).__name__}: {exc}")
         os._exit(127)
-    os.close(REPORT_FD)  # only the program holds the harness's channel now
+    close_channel()  # only the program holds its channel now
 
     def stop(signum, frame):
         # Sent by the trainer on a time or output limit (SIGUSR1), or our own alarm if the trainer is gone.

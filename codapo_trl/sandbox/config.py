@@ -3,6 +3,7 @@ outcome ([`ExecutionResult`], [`Status`]) and which isolation layers are active 
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -89,8 +90,10 @@ class ExecutionResult:
     """What one execution produced.
 
     Attributes:
-        status (`Status`): `ok` (exit code 0 and confirmed by the harness), `timeout`, `memory`, `output_limit`, `runtime_error` or
-            `sandbox_error` (the sandbox itself failed: not the program's fault).
+        status (`Status`): for a script, `ok` (exit status 0, no signal); for `call` and `check` runs, the judge's
+            verdict: `ok` (the test passed), `wrong` (a wrong value or a failed assertion), or the reason no
+            verdict was reached (`runtime_error`, `timeout`, `memory`, `output_limit`); `sandbox_error` when the
+            sandbox, the judge or the test itself failed (not the program's fault).
         stdout (`str`): captured standard output (at most `max_output_bytes`, decoded as UTF-8 with replacement).
         stderr (`str`): the last `stderr_tail_bytes` of standard error.
         exit_code (`int`, *optional*): the program's exit code, if it exited.
@@ -100,10 +103,8 @@ class ExecutionResult:
         max_rss_mb (`float`, *optional*): peak resident memory of the program.
         reason (`str`): one-line human-readable explanation for anything but `ok`.
         stage (`str`, *optional*): for `sandbox_error`, the set-up stage that failed.
-        confirmed (`bool`): the harness confirmed, on its own channel with the run's nonce, that the program (and
-            its tests) ran to the end (see [`Harness`]); `status` is `ok` only then.
-        harness_value (`str`, *optional*): what the harness confirmed with (the JSON return value in `"call"`
-            mode), or its failure message.
+        verdict (`str`, *optional*): for `call` and `check` runs, the judge's verdict line (see
+            [`codapo_trl.sandbox.judge`]), or `None` if the judge gave none.
     """
 
     status: Status
@@ -116,8 +117,7 @@ class ExecutionResult:
     max_rss_mb: float | None = None
     reason: str = ""
     stage: str | None = None
-    confirmed: bool = False
-    harness_value: str | None = None
+    verdict: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -126,54 +126,64 @@ class ExecutionResult:
 
 @dataclass(frozen=True)
 class Harness:
-    """What the trusted harness inside the sandbox does with the program, and what it confirms.
+    """How a program is run and who judges it.
 
-    The harness (trusted code that runs the program in its own interpreter) reports on a channel of its own, with
-    a per-run random nonce the program never sees, and only from its own stack frame once the program (and its
-    tests) returned; [`ExecutionResult.confirmed`] is true only then. Modes:
-
-    - `"script"` (default): run the program as `__main__` (its standard output is judged by the caller); confirmed
-      when the program's code returned (or raised `SystemExit` with status 0), its non-daemon threads finished and
-      its output was flushed.
-    - `"call"`: run the program as a module, call `fn_name(*json.loads(args))` (a function, or a method of a class
-      `Solution`) and confirm with the JSON text of the return value, which must be made of plain built-in types.
-    - `"check"`: run `prelude`, the program and `test` (HumanEval style), then call `check(entry_point)`; confirmed
-      when `check` returned, the candidate only returned plain built-in values, no built-in or module attribute the
-      test uses was replaced, and no thread is left.
+    - `"script"` (default): the program runs as `__main__` with the given standard input and ends as
+      `python solution.py` would; the caller judges its standard output.
+    - `"call"` and `"check"`: the program's process only runs the program's module and answers requests; the
+      verdict is computed by a judge process that never runs the program's code ([`codapo_trl.sandbox.judge`]),
+      from plain data decoded by [`codapo_trl.sandbox.wire`]. `"call"` calls `fn_name(*json.loads(args))` (a
+      function, or a method of a class `Solution`) once and compares the result with `json.loads(expected)`;
+      `"check"` runs `context` (or `prelude`) and `test` (HumanEval style) in the judge and calls
+      `check(candidate)` with a proxy that forwards each call to the program.
 
     Args:
         mode (`str`): `"script"`, `"call"` or `"check"`.
         fn_name (`str`, *optional*): the function called in `"call"` mode.
         args (`str`, *optional*): JSON list of the arguments in `"call"` mode.
+        expected (`str`, *optional*): JSON of the expected return value in `"call"` mode.
         test (`str`, *optional*): test code defining `check(candidate)` in `"check"` mode.
         entry_point (`str`, *optional*): name of the candidate function in `"check"` mode.
-        prelude (`str`): code run before the program in `"check"` mode (the prompt's imports).
+        prelude (`str`): import lines run before the program in its module (`"check"` mode: the prompt's imports),
+            and before the test in the judge when `context` is not a module on its own.
+        context (`str`): dataset code run in the judge before the test (`"check"` mode: HumanEval's prompt, which
+            defines helpers such as `poly` that some tests call).
     """
 
     mode: str = "script"
     fn_name: str | None = None
     args: str | None = None
+    expected: str | None = None
     test: str | None = None
     entry_point: str | None = None
     prelude: str = ""
+    context: str = ""
 
     def __post_init__(self) -> None:
         if self.mode not in ("script", "call", "check"):
             raise ValueError(f"unknown harness mode {self.mode!r}; use 'script', 'call' or 'check'")
-        if self.mode == "call" and (not self.fn_name or self.args is None):
-            raise ValueError("a 'call' harness needs `fn_name` and `args`")
+        if self.mode == "call" and (not self.fn_name or self.args is None or self.expected is None):
+            raise ValueError("a 'call' harness needs `fn_name`, `args` and `expected`")
         if self.mode == "check" and (not self.test or not self.entry_point):
             raise ValueError("a 'check' harness needs `test` and `entry_point`")
 
-    def spec(self, nonce: str) -> dict:
+    def judge_spec(self) -> dict:
+        """What the judge is told about the run (besides its channel and budget)."""
+        if self.mode == "call":
+            return {
+                "mode": "call",
+                "name": self.fn_name,
+                "module": "solution",
+                "args": json.loads(self.args),
+                "expected": json.loads(self.expected),
+            }
         return {
-            "nonce": nonce,
-            "mode": self.mode,
-            "fn_name": self.fn_name,
-            "args": self.args,
+            "mode": "check",
+            "name": self.entry_point,
+            "module": "__main__",
             "test": self.test,
-            "entry_point": self.entry_point,
             "prelude": self.prelude,
+            "context": self.context,
         }
 
 

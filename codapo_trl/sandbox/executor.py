@@ -2,8 +2,10 @@
 
 For each execution it writes the bootstrap's configuration, starts the bootstrap ([`codapo_trl.sandbox.bootstrap`],
 run by path), feeds stdin, collects stdout/stderr within their caps, reads the bootstrap's status pipe (set-up
-errors, exit status, resource usage) and the harness's report pipe (the confirmation, with the run's nonce), enforces
-the wall-clock limit, kills and sweeps what is left, and classifies the outcome into an [`ExecutionResult`].
+errors, exit status, resource usage), enforces the wall-clock limit, kills and sweeps what is left, and classifies
+the outcome into an [`ExecutionResult`]. For `call` and `check` runs it also starts the judge
+([`codapo_trl.sandbox.judge`]), a process of its own that never runs the program's code, joined to the program's
+process by two pipes, and takes its verdict from the judge's standard output, which the program cannot reach.
 Detecting the layers and refusing to run below the floor is the job of [`codapo_trl.sandbox.Sandbox`].
 """
 
@@ -28,6 +30,8 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Self
 
+from codapo_trl.sandbox import judge as _judge_module
+from codapo_trl.sandbox import wire
 from codapo_trl.sandbox.config import SCRIPT, ExecutionResult, Harness, IsolationReport, SandboxConfig, Status, _MiB
 from codapo_trl.sandbox.host import _default_python, _python_roots, _sweep_by_token, _UidPool
 from codapo_trl.sandbox.limits import _cgroup_slot, _Cgroups, _v1_cgroup_dirs, rlimits
@@ -48,6 +52,12 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 BOOTSTRAP_PATH = os.path.join(_HERE, "bootstrap.py")
 RUNNER_PATH = os.path.join(_HERE, "runner.py")
 RUNNER_COPY_NAME = ".codapo_runner.py"  # in the run's working directory, where the bootstrap copies the runner
+WIRE_PATH = wire.__file__
+WIRE_COPY_NAME = ".codapo_wire.py"  # next to it, for `call` and `check` runs
+# The judge: `python -E -s -S -m judge` in this directory (the package is not importable without site-packages; this
+# directory is, as the current one), so that its bytecode is cached.
+_JUDGE_ARGS = ("-E", "-s", "-S", "-m", "judge")
+assert os.path.dirname(_judge_module.__file__) == _HERE  # the judge is imported here once, which caches its bytecode
 
 
 class Executor:
@@ -92,7 +102,7 @@ class Executor:
 
     def run(self, source: str, stdin: str | bytes = "", harness: Harness = SCRIPT) -> ExecutionResult:
         """Run `source` as a Python program with `stdin` as its standard input, within the configured limits, under
-        `harness` (by default: as a script, confirmed when it ends normally)."""
+        `harness` (by default: as a script; for `call` and `check`, judged by the judge process)."""
         with self._slots:
             slot = self._free_slots.pop()
             try:
@@ -145,9 +155,11 @@ class Executor:
         rundir = tempfile.mkdtemp(prefix="codapo-sbx-", dir=base)
         cgroups: _Cgroups | None = None
         proc: subprocess.Popen | None = None
-        status_r = status_w = report_r = report_w = -1
+        judge: subprocess.Popen | None = None
+        status_r = status_w = -1
+        channel: list[int] = []  # request read, answer write (the program's); request write, answer read (judge's)
         token = secrets.token_hex(16)
-        nonce = secrets.token_hex(16)
+        serve = harness.mode != "script"
         try:
             os.chmod(rundir, 0o711)
             workdir = os.path.join(rundir, "work")
@@ -165,6 +177,11 @@ class Executor:
                 "CODAPO_SANDBOX_RUN": token,
             }
             read_roots = sorted({*_python_roots(self._python), *_READ_ROOTS, workdir})
+            status_r, status_w = os.pipe()
+            if serve:
+                req_r, req_w = os.pipe()
+                resp_r, resp_w = os.pipe()
+                channel = [req_r, resp_w, req_w, resp_r]
             argv = [
                 self._python,
                 *cfg.python_flags,
@@ -172,17 +189,18 @@ class Executor:
                 workdir,
                 "\x01".join(read_roots),
                 "1" if self._has("audit") else "0",
-                "{report_fd}",
+                f"{channel[0]},{channel[1]}" if serve else "-",
             ]
-            status_r, status_w = os.pipe()
-            report_r, report_w = os.pipe()
+            sources, copies = [RUNNER_PATH], [os.path.join(workdir, RUNNER_COPY_NAME)]
+            if serve:
+                sources.append(WIRE_PATH)
+                copies.append(os.path.join(workdir, WIRE_COPY_NAME))
             child_cfg = {
                 "status_fd": status_w,
-                "report_fd": report_w,
-                "harness": harness.spec(nonce),
+                "channel_fds": channel[:2],
                 "mask_files": _masked_modules(self._python) if mountns else [],
                 "source": source,
-                "runner": {"source": RUNNER_PATH, "copy": os.path.join(workdir, RUNNER_COPY_NAME)},
+                "runner": {"sources": sources, "copies": copies},
                 "workdir": workdir,
                 "uid": uid,
                 "userns": self._has("userns"),
@@ -219,16 +237,41 @@ class Executor:
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
-                pass_fds=(status_w, report_w),
+                pass_fds=(status_w, *channel[:2]),
                 env=env,
                 cwd=rundir,
                 start_new_session=True,
                 close_fds=True,
             )
             os.close(status_w)
-            os.close(report_w)
-            status_w = report_w = -1
-            return self._supervise(proc, status_r, report_r, nonce, start, token, cgroups, stdin_bytes)
+            status_w = -1
+            judge_spec = b""
+            if serve:
+                spec = harness.judge_spec()
+                spec.update(
+                    req_fd=channel[2],
+                    resp_fd=channel[3],
+                    budget=max(0.0, cfg.timeout - (time.monotonic() - start)),
+                    max_bytes=cfg.max_output_bytes,
+                    cwd=rundir,
+                )
+                judge_spec = wire.encode(spec, max_chars=1 << 30)
+                # The judge: a process of the trainer's that never runs the program's code (see judge.py).
+                judge = subprocess.Popen(
+                    [self._python, *_JUDGE_ARGS],
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    pass_fds=tuple(channel[2:]),
+                    env={"PATH": env["PATH"], "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8"},
+                    cwd=_HERE,
+                    start_new_session=True,
+                    close_fds=True,
+                )
+            for fd in channel:  # the program and the judge hold their ends now
+                os.close(fd)
+            channel = []
+            return self._supervise(proc, status_r, start, token, cgroups, stdin_bytes, judge, judge_spec)
         finally:
             if proc is not None:
                 self._kill(proc, token, cgroups, sweep=False)
@@ -240,7 +283,15 @@ class Executor:
                     proc.wait(timeout=10)
                 except subprocess.TimeoutExpired:
                     logger.error("sandbox: bootstrap process %d did not exit after SIGKILL", proc.pid)
-            for fd in (status_r, status_w, report_r, report_w):
+            if judge is not None:
+                with contextlib.suppress(OSError):
+                    judge.kill()
+                for stream in (judge.stdin, judge.stdout, judge.stderr):
+                    if stream is not None:
+                        with contextlib.suppress(OSError):
+                            stream.close()
+                judge.wait()
+            for fd in (status_r, status_w, *channel):
                 if fd >= 0:
                     with contextlib.suppress(OSError):
                         os.close(fd)
@@ -270,12 +321,12 @@ class Executor:
         self,
         proc: subprocess.Popen,
         status_r: int,
-        report_r: int,
-        nonce: str,
         start: float,
         token: str,
         cgroups: _Cgroups | None,
         stdin: bytes,
+        judge: subprocess.Popen | None = None,
+        judge_spec: bytes = b"",
     ) -> ExecutionResult:
         cfg = self.config
         cap, tail_cap = cfg.max_output_bytes, cfg.stderr_tail_bytes
@@ -283,11 +334,14 @@ class Executor:
         err_tail = bytearray()
         err_total = 0
         status_buf = bytearray()
-        report_buf = bytearray()
+        verdict_buf = bytearray()
+        judge_err = bytearray()
         limit_hit: str | None = None
         timed_out = False
         clean_exit = False  # the bootstrap reported and exited by itself
         deadline = start + cfg.timeout  # the program's wall-clock limit
+        judge_deadline = deadline + 1.0  # the judge's own waits end at `deadline`; this only catches a stuck judge
+        judge_done: float | None = None  # when the judge gave its verdict
         stop_deadline: float | None = None  # after asking the bootstrap to stop
         drain_deadline: float | None = None  # after the bootstrap exited
         sel = selectors.DefaultSelector()
@@ -295,14 +349,20 @@ class Executor:
         sel.register(proc.stdout.fileno(), selectors.EVENT_READ, "out")
         sel.register(proc.stderr.fileno(), selectors.EVENT_READ, "err")
         sel.register(status_r, selectors.EVENT_READ, "status")
-        sel.register(report_r, selectors.EVENT_READ, "report")
+        writers: dict[int, list] = {}  # fd -> [data, position, stream]
         assert proc.stdin is not None
-        stdin_fd, stdin_pos = proc.stdin.fileno(), 0
         if stdin:
-            os.set_blocking(stdin_fd, False)
-            sel.register(stdin_fd, selectors.EVENT_WRITE, "stdin")
+            writers[proc.stdin.fileno()] = [stdin, 0, proc.stdin]
         else:
             proc.stdin.close()
+        if judge is not None:
+            assert judge.stdin is not None and judge.stdout is not None and judge.stderr is not None
+            sel.register(judge.stdout.fileno(), selectors.EVENT_READ, "verdict")
+            sel.register(judge.stderr.fileno(), selectors.EVENT_READ, "judge_err")
+            writers[judge.stdin.fileno()] = [judge_spec, 0, judge.stdin]
+        for fd in writers:
+            os.set_blocking(fd, False)
+            sel.register(fd, selectors.EVENT_WRITE, "write")
 
         def stop(now: float) -> None:
             nonlocal stop_deadline
@@ -314,28 +374,38 @@ class Executor:
             while sel.get_map():
                 now = time.monotonic()
                 exited = b'"event": "exit"' in status_buf  # the program is gone; the bootstrap is cleaning up
+                if judge is not None and judge_done is None and now >= judge_deadline:
+                    judge.kill()  # its pipes close: the loop goes on with the program's
+                    judge_done = now
+                if judge_done is not None and not exited and now >= judge_done + 0.5:
+                    stop(now)  # the verdict is in: a program still running after its channel closed is stopped
                 if drain_deadline is None and stop_deadline is None and not exited and now >= deadline:
-                    timed_out = True
+                    timed_out = judge_done is None
                     stop(now)
                 elif exited and drain_deadline is None and stop_deadline is None and now >= deadline:
                     stop_deadline = now + 2.0  # give the clean-up a bounded time
-                limits = [t for t in (deadline, stop_deadline, drain_deadline) if t is not None]
+                limits = [deadline, stop_deadline, drain_deadline]
+                if judge is not None:
+                    limits += [judge_deadline if judge_done is None else judge_done + 0.5]
+                limits = [t for t in limits if t is not None]
                 if (stop_deadline is not None and now >= stop_deadline) or (
                     drain_deadline is not None and now >= drain_deadline
                 ):
                     break
                 wait = max(0.0, min(t for t in limits if t > now) - now) if any(t > now for t in limits) else 0.0
                 for key, _ in sel.select(wait):
-                    if key.data == "stdin":
+                    if key.data == "write":
+                        data, pos, stream = writers[key.fd]
                         try:
-                            stdin_pos += os.write(stdin_fd, stdin[stdin_pos : stdin_pos + 65536])
+                            pos += os.write(key.fd, data[pos : pos + 65536])
                         except BlockingIOError:
                             continue
-                        except OSError:  # the program closed its stdin or exited: it does not want the rest
-                            stdin_pos = len(stdin)
-                        if stdin_pos >= len(stdin):
-                            sel.unregister(stdin_fd)
-                            proc.stdin.close()
+                        except OSError:  # the reader closed its end or exited: it does not want the rest
+                            pos = len(data)
+                        writers[key.fd][1] = pos
+                        if pos >= len(data):
+                            sel.unregister(key.fd)
+                            stream.close()
                         continue
                     try:
                         data = os.read(key.fd, 65536)
@@ -347,14 +417,15 @@ class Executor:
                             # The bootstrap is gone; it cleaned up after the program if it reported the exit.
                             clean_exit = b'"event": "exit"' in status_buf
                             drain_deadline = time.monotonic() + 0.5
+                        elif key.data == "verdict":
+                            judge_done = time.monotonic()
                         continue
                     if key.data == "status":
                         status_buf += data
-                    elif key.data == "report":
-                        if len(report_buf) + len(data) > cap:
-                            limit_hit = "the harness channel"
-                            stop(time.monotonic())
-                        report_buf += data
+                    elif key.data == "verdict":
+                        verdict_buf += data[: max(0, 4096 - len(verdict_buf))]
+                    elif key.data == "judge_err":
+                        judge_err = (judge_err + data)[-tail_cap:]
                     elif limit_hit is not None:
                         continue  # discard output while the program is being stopped
                     elif key.data == "out":
@@ -395,9 +466,14 @@ class Executor:
             result.max_rss_mb = (exit_event.get("max_rss_kb") or 0) / 1024
             if program_event is not None and result.signal is None:  # the program (PID 2) was killed by a signal
                 result.exit_code, result.signal = None, program_event.get("signal")
-        unconfirmed = _read_confirmation(result, bytes(report_buf), nonce)
+        if judge is not None:
+            text = verdict_buf.decode("utf-8", "replace")
+            result.verdict = text[:-1] if text.endswith("\n") and text.count("\n") == 1 else None
+            if result.verdict is None and not timed_out:
+                tail = judge_err.decode("utf-8", "replace").strip().splitlines()
+                logger.warning("sandbox: the judge gave no verdict%s", f": {tail[-1]}" if tail else "")
         oom = cgroups.oom_killed() if cgroups is not None else False
-        self._classify(result, limit_hit, timed_out, setup_error, exit_event, oom, unconfirmed)
+        self._classify(result, limit_hit, timed_out, setup_error, exit_event, oom, judge is not None)
         return result
 
     def _classify(
@@ -408,11 +484,12 @@ class Executor:
         setup_error: dict | None,
         exit_event: dict | None,
         oom: bool,
-        unconfirmed: str | None = None,
+        judged: bool = False,
     ) -> None:
         cfg = self.config
         cpu_limit = max(1, math.ceil(cfg.cpu_time if cfg.cpu_time is not None else cfg.timeout))
         last_err = next((ln.strip() for ln in reversed(result.stderr.splitlines()) if ln.strip()), "")
+        word, _, why = (result.verdict or "").partition(" ")
         if limit_hit:
             result.status = Status.OUTPUT_LIMIT
             result.reason = f"{limit_hit} exceeded {cfg.max_output_bytes} bytes"
@@ -420,7 +497,10 @@ class Executor:
             result.status = Status.SANDBOX_ERROR
             result.reason = f"sandbox set-up failed at {setup_error.get('stage')}: {setup_error.get('error')}"
             result.stage = setup_error.get("stage")
-        elif timed_out:
+        elif judged and word in _VERDICTS:
+            result.status = _VERDICTS[word]
+            result.reason = why
+        elif timed_out or (judged and word == "timeout"):
             result.status = Status.TIMEOUT
             result.reason = f"wall-clock limit of {cfg.timeout:g}s exceeded"
         elif exit_event is None:
@@ -443,30 +523,15 @@ class Executor:
         elif result.exit_code != 0:
             result.status = Status.RUNTIME_ERROR
             result.reason = f"exit code {result.exit_code}" + (f": {last_err[:200]}" if last_err else "")
-            if result.harness_value and not result.confirmed:
-                result.reason += f" (harness: {result.harness_value[:200]})"
-        elif unconfirmed is not None:
+        elif judged and word in ("invalid", ""):  # the test or the judge failed: not the program's fault
+            result.status = Status.SANDBOX_ERROR
+            result.reason = why or "the judge gave no verdict"
+        elif judged:  # "ended": the program's process closed its channel or exited before answering
             result.status = Status.RUNTIME_ERROR
-            result.reason = unconfirmed
+            result.reason = why
         else:
             result.status = Status.OK
 
 
-def _read_confirmation(result: ExecutionResult, report: bytes, nonce: str) -> str | None:
-    """Read the harness's channel into `result`; return why the run is not confirmed, or `None` if it is.
-
-    The channel must hold exactly one line, `<nonce> ok[ <value>]` or `<nonce> fail <message>`, written by the
-    harness after the program returned; anything else means the program ended early or wrote to the channel."""
-    text = report.decode("utf-8", "replace")
-    if not text:
-        return "the program ended without the harness's confirmation (it exited, was killed or closed the channel)"
-    lines = text.split("\n")
-    if len(lines) != 2 or lines[1] != "" or not secrets.compare_digest(lines[0][: len(nonce) + 1], nonce + " "):
-        return "the harness's channel was tampered with (unexpected content); not confirmed"
-    verdict = lines[0][len(nonce) + 1 :]
-    if verdict == "ok" or verdict.startswith("ok "):
-        result.confirmed = True
-        result.harness_value = verdict[3:] if verdict.startswith("ok ") else None
-        return None
-    result.harness_value = verdict[5:] if verdict.startswith("fail ") else verdict
-    return f"the harness reports: {result.harness_value[:300]}"
+# The judge's verdicts that settle a run whatever became of the program's process afterwards.
+_VERDICTS = {"pass": Status.OK, "wrong": Status.WRONG, "error": Status.RUNTIME_ERROR, "memory": Status.MEMORY}

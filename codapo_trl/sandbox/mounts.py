@@ -87,7 +87,7 @@ def _host_data_dirs(python: str) -> tuple[str, ...]:
     return tuple(out)
 
 
-# The harness's guard refuses importing these, and every `ctypes.*` audit event, in any case: masking is a second line.
+# The audit hook refuses importing these too (they could switch it off): masking holds without the hook.
 _MASKED_MODULE_PREFIXES = ("_ctypes", "_testcapi", "_testinternalcapi")
 
 

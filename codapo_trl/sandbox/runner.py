@@ -1,124 +1,32 @@
-"""The sandbox's runner: trusted code that runs the program inside the sandbox and confirms how it ended.
+"""The sandbox's runner: trusted code that starts the program inside the sandbox and, for `call` and `check` runs,
+answers the judge's requests with plain data. It computes no verdict.
 
 The bootstrap ([`codapo_trl.sandbox.bootstrap`]) execs, as the program's process, after every isolation layer is
 set up:
 
-    python -I -S -B -X utf8 <workdir>/.codapo_runner.py <workdir> <read roots joined by U+0001> <audit 0|1> <report fd>
+    python -I -S -B -X utf8 <workdir>/.codapo_runner.py <workdir> <read roots joined by U+0001> <audit 0|1> <channel>
 
 It only uses the standard library and never imports this package (the isolated interpreter could not: the checkout
-is hidden). How it reaches the sandbox: the bootstrap reads this file on the host before it enters the mount
-namespace and writes a copy into the run's private working directory, the one place every layer lets the program's
-uid read (mountns hides the checkout, Landlock only allows the interpreter's prefix and the working directory, the
-audit hook is not installed yet, and a file there is readable whatever uid the program runs as); the runner deletes
-the copy before anything else, so the program's working directory holds only `solution.py`. Copying one small file
-exposes nothing else of the checkout (a bind mount of the file would need a mount point, and an inherited fd a path
-through `/proc` that Landlock would refuse), and costs a few microseconds per run.
+is hidden). How it reaches the sandbox: the bootstrap reads this file (and, for `call` and `check` runs, the wire
+format [`codapo_trl.sandbox.wire`]) on the host before it enters the mount namespace and writes copies into the
+run's private working directory, the one place every layer lets the program's uid read (mountns hides the
+checkout, Landlock only allows the interpreter's prefix and the working directory); the runner deletes the copies
+before anything else, so the program's working directory holds only `solution.py`.
 
-Then it reads and deletes the harness's spec (`.codapo_harness`: nonce, mode, arguments), installs the integrity
-guard (an audit hook that alone can write the confirmation, with the nonce, on the report fd), the defence-in-depth
-audit hook when asked, and runs the program under the harness (see [`codapo_trl.sandbox.Harness`] for the
-`script`, `call` and `check` modes). Names the program could replace (built-ins, module attributes) are bound as
-default arguments before the program runs.
+Then it installs the defence-in-depth audit hook when asked (it protects the machine, not a verdict: sockets,
+subprocesses, foreign signals, ctypes, writes outside the working directory, reads outside the interpreter), gives
+the program the `exit`/`quit` built-ins an interpreter started without `site` lacks, and:
+
+- `<channel>` is `-` (`script`): runs `solution.py` as `__main__`, and the interpreter ends as it would for
+  `python solution.py` (exit handlers, non-daemon threads, flushing); the caller judges its standard output.
+- `<channel>` is `<read fd>,<write fd>` (`call`, `check`): reads the judge's `init` request (which function, the
+  module's name, the prompt's import lines), runs the program's module, answers `ready`, then answers each `call`
+  request with the candidate's result and the post-call state of its arguments, or the name of the exception it
+  raised, in the wire format, until the judge closes the channel. Whatever the program does to this process (or
+  to the channel) can only change what it answers, which the judge reads as plain data.
 """
 
 import sys
-
-
-def _codapo_install_guard(nonce, report_fd):
-    # The harness's integrity guard, always installed (whatever the isolation layers): the only way to write the
-    # confirmation is an audit event raised from the harness's own frame, once, in the original process. The
-    # nonce lives only in this closure; the ways to reach closures, frames' state or raw memory are refused.
-    import os
-
-    _write, _getpid, _getframe, _pid, _realpath = os.write, os.getpid, sys._getframe, os.getpid(), os.path.realpath
-    # the registered harness frame, confirmation sent, tampering seen, frames protected, inside own_frame()
-    state = [None, False, "", False, False]
-
-    def own_frame():  # the frame that raised the event being handled (not refused by the protection below)
-        state[4] = True
-        try:
-            return _getframe(2)
-        finally:
-            state[4] = False
-
-    def guard(
-        event,
-        args,
-        _Err=PermissionError,
-        _isinstance=isinstance,
-        _str=str,
-        _bytes=bytes,
-        _ValueError=ValueError,
-        _frames=frozenset(("tb_frame", "gi_frame", "cr_frame", "ag_frame")),
-        _denied=frozenset(
-            (
-                "sys.settrace",
-                "sys.setprofile",
-                "sys._current_frames",
-                "gc.get_objects",
-                "gc.get_referrers",
-                "gc.get_referents",
-                "code.__new__",
-            )
-        ),
-        _modules=frozenset(
-            (
-                "ctypes",
-                "_ctypes",
-                "_ctypes_test",
-                "_testcapi",
-                "_testinternalcapi",
-                "_testbuffer",
-                "_testmultiphase",
-                "_xxsubinterpreters",
-                "_xxtestfuzz",
-            )
-        ),
-    ):
-        if state[3] and not state[4]:
-            # While a check-format test runs, no frame is handed out: the test's own frame holds the expected
-            # values (ValueError is what the standard library expects when no frame is available).
-            if event == "sys._getframe":
-                raise _ValueError("sandbox: frames are not available during the tests")
-            if event == "object.__getattr__" and args[1] in _frames:
-                raise _Err("sandbox: frames are not available during the tests")
-        if event == "codapo.confirm":
-            if own_frame() is not state[0] or state[1] or _getpid() != _pid:
-                state[2] = state[2] or "a confirmation was forged"
-                raise _Err("sandbox: only the harness confirms")
-            state[1] = True
-            verdict = args[0]
-            if state[2]:
-                verdict = "fail " + state[2]
-            _write(report_fd, (nonce + " " + verdict + "\n").encode("utf-8", "replace"))
-            return
-        if event == "codapo.register":
-            if state[0] is None:
-                state[0] = own_frame()
-            return
-        if event == "codapo.protect":
-            if own_frame() is not state[0]:
-                raise _Err("sandbox: only the harness protects frames")
-            state[3] = args[0]
-            return
-        if event in _denied or event.startswith("ctypes."):
-            raise _Err("sandbox: " + event + " is not allowed")
-        if event == "import" and args[0] in _modules:
-            raise _Err("sandbox: import " + args[0] + " is not allowed")
-        if event == "marshal.loads" and own_frame().f_code.co_filename != "<frozen importlib._bootstrap_external>":
-            raise _Err("sandbox: marshal.loads is not allowed")
-        if event == "open" and (_isinstance(args[0], _str) or _isinstance(args[0], _bytes)):
-            path = args[0] if _isinstance(args[0], _str) else args[0].decode("utf-8", "replace")
-            if "proc" in path or not path.startswith("/"):
-                parts = _realpath(path).split("/")
-                if (
-                    len(parts) > 3
-                    and parts[1] == "proc"
-                    and ("mem" in parts or "map_files" in parts or "pagemap" in parts)
-                ):
-                    raise _Err("sandbox: reading process memory is not allowed")
-
-    sys.addaudithook(guard)
 
 
 def _codapo_install_audit_hook():
@@ -221,7 +129,18 @@ def _codapo_install_audit_hook():
             if event == "os.kill" and args[0] == _getpid():
                 return
             deny(event)
-        if event == "import" and args[0] in ("ctypes", "_ctypes", "_xxsubinterpreters"):
+        if event == "import" and args[0] in (
+            # raw memory access or a fresh interpreter: ways to switch this hook off (masked by mountns as well)
+            "ctypes",
+            "_ctypes",
+            "_ctypes_test",
+            "_testcapi",
+            "_testinternalcapi",
+            "_testbuffer",
+            "_testmultiphase",
+            "_xxsubinterpreters",
+            "_xxtestfuzz",
+        ):
             deny("import " + args[0])
         if event == "object.__setattr__" and args[0] is _self:
             deny("setting " + args[1])
@@ -254,241 +173,149 @@ def _codapo_install_audit_hook():
     sys.addaudithook(hook)
 
 
-def _codapo_read_spec():
-    # "<nonce>\n<mode>\n<JSON of the rest, for call and check only>": no json import for scripts.
+class _Quitter:
+    # `exit()` and `quit()`, which `site` adds to an ordinary interpreter (the sandbox's runs without `site`).
+    def __init__(self, name):
+        self.name = name
+
+    def __repr__(self):
+        return "Use " + self.name + "() or Ctrl-D (i.e. EOF) to exit"
+
+    def __call__(self, code=None):
+        try:  # noqa: SIM105
+            sys.stdin.close()
+        except Exception:
+            pass
+        raise SystemExit(code)
+
+
+def _codapo_load():
+    # Delete this file's copy (and load the wire format's) before the program can see them.
     import os
 
-    os.unlink(sys.argv[0])  # this file's copy in the working directory (see the module's docstring)
-    path = sys.argv[1] + "/.codapo_harness"
-    with open(path, "rb") as f:
-        nonce, mode, rest = f.read().decode().split("\n", 2)
-    os.unlink(path)
-    spec = {"nonce": nonce, "mode": mode}
-    if mode != "script":
-        import json
+    os.unlink(sys.argv[0])
+    wire = None
+    path = sys.argv[1] + "/.codapo_wire.py"
+    if sys.argv[4] != "-":
+        with open(path, "rb") as f:
+            source = f.read()
+        wire = {"__name__": "codapo_wire"}
+        exec(compile(source, "wire.py", "exec"), wire)
+    if os.path.exists(path):
+        os.unlink(path)
+    import builtins
 
-        spec.update(json.loads(rest))
-    return spec
+    builtins.exit, builtins.quit = _Quitter("exit"), _Quitter("quit")
+    return wire
 
 
-def _codapo_harness(
-    spec,
-    _audit=sys.audit,
-    _exit=__import__("os")._exit,  # noqa: B008 (bound once, before the program can replace anything)
-    _count=__import__("_thread")._count,  # noqa: B008
-    _type=type,
-    _isinstance=isinstance,
-    _len=len,
-    _str=str,
-    _int=int,
-    _float=float,
-    _bool=bool,
-    _list=list,
-    _tuple=tuple,
-    _dict=dict,
-    _none=type(None),  # noqa: B008
-    _repr_f=float.__repr__,
-    _repr_i=int.__repr__,
-    _BaseException=BaseException,
-    _SystemExit=SystemExit,
-    _builtins=__import__("builtins"),  # noqa: B008
-    _sys=sys,
-    _compile=compile,
-    _exec=exec,
-    _callable=callable,
-    _set=set,
-    _frozenset=frozenset,
-    _PLAIN=(int, float, complex, bool, str, bytes, type(None)),  # noqa: B008
-):
-    # Runs the program (and, for "call" and "check", its tests) and confirms, through the guard, only after the
-    # last test returned: every way of ending early (exit calls, exit handlers, signals, BaseException, a closed
-    # channel, threads still running) leaves the run unconfirmed or confirmed as failed.
-    _audit("codapo.register")
-    mode = spec["mode"]
-    stdout = _sys.stdout
-    if mode == "call":  # before the program runs: it could replace them
-        from _json import encode_basestring_ascii as _enc
-        from json import loads as _loads
+def _codapo_module(name):
+    import builtins
+    import types
 
-    def plain(value, depth=0):
-        # JSON text of a value made of plain built-in types only (no subclass can override equality).
-        t = _type(value)
-        if depth > 100:
-            raise ValueError("return value nested too deeply")
-        if value is None or t is _bool:
-            return "null" if value is None else ("true" if value else "false")
-        if t is _int:
-            return _repr_i(value)
-        if t is _float:
-            if value != value:
-                return "NaN"
-            if value == 1e400 or value == -1e400:
-                return "Infinity" if value > 0 else "-Infinity"
-            return _repr_f(value)
-        if t is _str:
-            return _enc(value)
-        if t is _list or t is _tuple:
-            return "[" + ",".join([plain(v, depth + 1) for v in value]) + "]"
-        if t is _dict:
-            items = []
-            for k, v in _list(value.items()):
-                tk = _type(k)
-                if tk is _str:
-                    key = _enc(k)
-                elif tk is _int or tk is _float or tk is _bool or k is None:
-                    key = _enc(plain(k, depth + 1))
-                else:
-                    raise TypeError(f"dict key of type {tk.__name__}")
-                items.append(key + ":" + plain(v, depth + 1))
-            return "{" + ",".join(items) + "}"
-        raise TypeError(f"return value of type {t.__name__} is not plain data")
+    module = types.ModuleType(name)
+    module.__file__ = "solution.py"
+    module.__builtins__ = builtins
+    if name == "__main__":
+        sys.modules["__main__"] = module
+    with open("solution.py", "rb") as f:
+        code = compile(f.read(), "solution.py", "exec")
+    return module, code
 
-    def check_plain(value, depth=0):
-        # Only built-in types whose equality no program can redefine (a subclass could make == always true).
-        t = _type(value)
-        if depth > 100:
-            raise ValueError("return value nested too deeply")
-        if t in _PLAIN:
-            return
-        if t is _list or t is _tuple or t is _set or t is _frozenset or t in containers[0]:
-            for v in value:
-                check_plain(v, depth + 1)
-            return
-        if t is _dict or t in containers[1] or (t is containers[2] and counter_intact()):
-            for k, v in _list(_dict.items(value)):
-                check_plain(k, depth + 1)
-                check_plain(v, depth + 1)
-            return
-        raise TypeError(f"the candidate returned a {t.__name__}, not plain data")
 
-    containers = [(), (), None, None]  # C-implemented sequence types, C mapping types, Counter, its class dict
+def _codapo_script():
+    module, code = _codapo_module("__main__")
+    exec(code, module.__dict__)  # exceptions, SystemExit and the interpreter's exit as for `python solution.py`
 
-    def counter_intact():  # Counter is pure Python: accepted only while no method of it was replaced
-        d = containers[2].__dict__
-        return _len(d) == _len(containers[3]) and all(d.get(k) is v for k, v in containers[3].items())
 
-    def guarded(fn):
-        def candidate(*args, **kwargs):
+def _codapo_serve(wire, channel):
+    import os
+
+    read_fd, write_fd = (int(fd) for fd in channel.split(","))
+    encode, decode, frame, WireError = wire["encode"], wire["decode"], wire["frame"], wire["WireError"]
+    buf = [b""]
+
+    def receive():
+        while b"\n" not in buf[0]:
+            data = os.read(read_fd, 1 << 16)
+            if not data:
+                return None
+            buf[0] += data
+        head, _, rest = buf[0].partition(b"\n")
+        n = int(head)
+        while len(rest) < n:
+            data = os.read(read_fd, 1 << 16)
+            if not data:
+                return None
+            rest += data
+        buf[0] = rest[n:]
+        return decode(rest[:n])
+
+    def send(message):
+        try:
+            payload = encode(message)
+        except (WireError, RecursionError, MemoryError) as exc:
+            payload = encode(("bad", str(exc)[:200]))
+        data = frame(payload)
+        while data:
+            data = data[os.write(write_fd, data) :]
+
+    def describe(exc):
+        try:
+            return type(exc).__name__, str(exc)[:300]
+        except BaseException:
+            return "Exception", ""
+
+    def changed_state(values):
+        # the arguments' state after the call, when one of them can have changed
+        for v in values:
+            if not (v is None or isinstance(v, (bool, int, float, str))):
+                return values
+        return None
+
+    init = receive()
+    if init is None:
+        os._exit(0)
+    _, mode, name, module_name, prelude = init
+    module, code = _codapo_module(module_name)
+    try:
+        if prelude:
+            exec(compile(prelude, "prelude.py", "exec"), module.__dict__)
+        exec(code, module.__dict__)
+        fn = module.__dict__.get(name)
+        if mode == "call" and not callable(fn) and isinstance(module.__dict__.get("Solution"), type):
+            fn = getattr(module.__dict__["Solution"](), name, None)
+    except BaseException as exc:
+        kind, text = describe(exc)
+        send(("error", kind + (": " + text if text else "")))
+        os._exit(1)
+    send(("ready", callable(fn)))
+    while True:
+        request = receive()
+        if request is None:  # the judge has its verdict
+            try:  # noqa: SIM105
+                sys.stdout.flush()
+            except BaseException:
+                pass
+            os._exit(0)
+        _, args, kwargs = request
+        try:
             result = fn(*args, **kwargs)
-            check_plain(result)
-            return result
-
-        return candidate
-
-    try:
-        import types
-
-        main = types.ModuleType("__main__")
-        main.__file__ = "solution.py"
-        main.__builtins__ = _builtins
-        if mode == "script":
-            _sys.modules["__main__"] = main
-        with open("solution.py", "rb") as f:
-            code = _compile(f.read(), "solution.py", "exec")
-        del types, f
-        if mode == "script":
-            try:
-                _exec(code, main.__dict__)
-            except _SystemExit as exc:
-                if exc.code is not None and not (_type(exc.code) is _int and exc.code == 0):
-                    status = exc.code & 255 if _type(exc.code) is _int else 1
-                    if _type(exc.code) is not _int:
-                        _sys.stderr.write(f"{exc.code}\n")  # as the interpreter does; not the user's `print`
-                    _sys.stdout.flush()
-                    stdout.flush()
-                    _audit("codapo.confirm", f"fail exit code {status}")
-                    _exit(status)
-            threading = _sys.modules.get("threading")
-            if threading is not None:
-                threading._shutdown()  # non-daemon threads finish, as at a normal interpreter exit
-            _sys.stdout.flush()
-            stdout.flush()
-            verdict = "ok"  # daemon threads may be left: they end with the process, as usual
-        elif mode == "call":
-            args = _loads(spec["args"])
-            main.__name__ = "solution"
-            _exec(code, main.__dict__)
-            name = spec["fn_name"]
-            fn = main.__dict__.get(name)
-            if fn is None and _isinstance(main.__dict__.get("Solution"), _type):
-                fn = getattr(main.__dict__["Solution"](), name, None)
-            verdict = ("ok " + plain(fn(*args))) if _callable(fn) else ("fail function " + name + " is not defined")
-        else:  # check
-            _audit("codapo.protect", True)
-            import collections as _collections  # before the program: its C types cannot be patched, Counter can
-
-            containers[:] = [
-                (_collections.deque,),
-                (_collections.OrderedDict, _collections.defaultdict),
-                _collections.Counter,
-                _dict(_collections.Counter.__dict__),
-            ]
-            snapshot = _dict(_builtins.__dict__)
-            if spec.get("prelude"):
-                _exec(_compile(spec["prelude"], "prelude.py", "exec"), main.__dict__)
-            _exec(code, main.__dict__)
-            candidate = main.__dict__.get(spec["entry_point"])
-            test_ns = _dict(main.__dict__)  # the program holds no reference to it: nothing can swap `check`
-            _exec(_compile(spec["test"], "test.py", "exec"), test_ns)
-            check = test_ns.get("check")
-            if _count():
-                verdict = "fail a thread was running when the tests started"
-            elif not _callable(candidate) or not _callable(check):
-                verdict = "fail " + spec["entry_point"] + " or check is not defined"
-            else:
-                modules = [
-                    v
-                    for k, v in _list(test_ns.items())
-                    if _type(v) is _type(_sys) and k in check.__code__.co_names and v is not _sys
-                ]
-                before = [(m, _dict(m.__dict__)) for m in modules]
-                check(guarded(candidate))
-                verdict = "ok"
-                for k, v in snapshot.items():
-                    if _builtins.__dict__.get(k) is not v:
-                        verdict = "fail the program replaced the built-in " + k
-                for m, d in before:
-                    for k, v in d.items():
-                        if m.__dict__.get(k) is not v:
-                            verdict = "fail the program replaced " + m.__name__ + "." + k
-        if mode != "script" and _count():
-            verdict = "fail a thread was still running after the tests"
-    except _BaseException as exc:
-        try:  # noqa: SIM105 (nothing imported or looked up globally once the program ran)
-            _audit("codapo.protect", False)  # the traceback below needs the frames
-        except _BaseException:
-            pass
-        try:
-            name = _type(exc).__name__
-            detail = _str(exc)[:200] if _type(exc) in (_SystemExit, AssertionError) else ""
-        except _BaseException:
-            name, detail = "exception", ""
-        try:
-            import traceback
-
-            traceback.print_exception(exc)
-        except _BaseException:
-            pass
-        try:
-            _sys.stdout.flush()
-            stdout.flush()
-        except _BaseException:
-            pass
-        try:  # noqa: SIM105
-            _audit("codapo.confirm", "fail " + name + (": " + detail if detail else ""))
-        except _BaseException:
-            pass
-        _exit(1)
-    try:
-        _audit("codapo.confirm", verdict)
-    except _BaseException:
-        _exit(1)
-    _exit(0 if verdict == "ok" or verdict.startswith("ok ") else 1)
+        except BaseException as exc:
+            send(("raise", *describe(exc)))
+            continue
+        if mode == "call":
+            send(("ok", result, None, None))
+        else:
+            send(("ok", result, changed_state(args), changed_state(tuple(kwargs.values())) and kwargs))
 
 
 if __name__ == "__main__":
-    _spec = _codapo_read_spec()
-    _codapo_install_guard(_spec.pop("nonce"), int(sys.argv[4]))
+    _wire = _codapo_load()
     _codapo_install_audit_hook() if sys.argv[3] == "1" else None
-    del _codapo_install_guard, _codapo_install_audit_hook, _codapo_read_spec
-    _codapo_harness(_spec)
+    del _codapo_install_audit_hook
+    if _wire is None:
+        del _codapo_load, _codapo_serve, _wire
+        _codapo_script()
+    else:
+        _codapo_serve(_wire, sys.argv[4])

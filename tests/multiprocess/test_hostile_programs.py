@@ -29,6 +29,7 @@ from codapo_trl.rewards.code import make_code_execution_reward
 from codapo_trl.sandbox import (
     _SYSCALLS,
     ALL_LAYERS,
+    Harness,
     Sandbox,
     SandboxConfig,
     SandboxFloorError,
@@ -153,11 +154,6 @@ HOSTILE_REWARD = {
         "import sys, os\ntry:\n    sys.audit('codapo.confirm', 'ok')\nexcept Exception:\n    pass\nos._exit(0)\n",
         CHECK_TESTS,
     ),
-    "check_forge_audit_event_then_correct": (
-        "import sys\ntry:\n    sys.audit('codapo.confirm', 'ok')\nexcept Exception:\n    pass\n"
-        "def add(a, b):\n    return a + b\n",
-        CHECK_TESTS,
-    ),
     "check_reenter_harness": (
         "import sys\ndef add(a, b):\n    f = sys._getframe()\n    while f is not None:\n"
         "        h = f.f_globals.get('_codapo_harness')\n        if h is not None:\n"
@@ -189,11 +185,6 @@ HOSTILE_REWARD = {
     "check_thread_outlives": (
         "import threading, time, os\ndef add(a, b):\n"
         "    threading.Thread(target=lambda: (time.sleep(0.3), os._exit(0)), daemon=True).start()\n    return a - b\n",
-        CHECK_TESTS,
-    ),
-    "check_thread_left_running": (
-        "import threading, time\nthreading.Thread(target=time.sleep, args=(0.5,), daemon=True).start()\n"
-        "def add(a, b):\n    return a + b\n",
         CHECK_TESTS,
     ),
     "check_always_equal": (
@@ -259,10 +250,6 @@ HOSTILE_REWARD = {
         "signal.raise_signal(signal.SIGTERM)\n",
         STDIO_TESTS,
     ),
-    "stdio_right_then_os_exit": (
-        "import os\na, b = map(int, input().split())\nprint(a + b, flush=True)\nos._exit(0)\n",
-        STDIO_TESTS,
-    ),
     "stdio_right_then_base_exception": (
         "class Stop(BaseException):\n    pass\na, b = map(int, input().split())\nprint(a + b, flush=True)\n"
         "raise Stop()\n",
@@ -270,11 +257,6 @@ HOSTILE_REWARD = {
     ),
     "stdio_right_then_exit_code_1": (
         "import sys\na, b = map(int, input().split())\nprint(a + b, flush=True)\nsys.exit(1)\n",
-        STDIO_TESTS,
-    ),
-    "stdio_right_then_close_channel": (
-        "import os\na, b = map(int, input().split())\nprint(a + b, flush=True)\n"
-        "for fd in range(3, 64):\n    try:\n        os.close(fd)\n    except OSError:\n        pass\n",
         STDIO_TESTS,
     ),
     "stdio_wrong_then_forge": (FORGE_LINES + "\n_forge()\nprint(0)\n", STDIO_TESTS),
@@ -298,6 +280,28 @@ HONEST_REWARD = {
     "stdio_correct": ("a, b = map(int, input().split())\nprint(a + b)\n", STDIO_TESTS),
     "stdio_correct_sys_exit": (
         "import sys\na, b = map(int, input().split())\nprint(a + b)\nsys.exit()\n",
+        STDIO_TESTS,
+    ),
+    # Hostile under the old in-process harness, which judged how the process ended; the judge looks only at what
+    # the program computed (issue 25): a right answer that leaves a thread running or ends with os._exit(0) after
+    # flushing is a right answer.
+    "check_correct_thread_left_running": (
+        "import threading, time\nthreading.Thread(target=time.sleep, args=(0.5,), daemon=True).start()\n"
+        "def add(a, b):\n    return a + b\n",
+        CHECK_TESTS,
+    ),
+    "check_correct_after_raising_the_old_confirmation_event": (
+        "import sys\ntry:\n    sys.audit('codapo.confirm', 'ok')\nexcept Exception:\n    pass\n"
+        "def add(a, b):\n    return a + b\n",
+        CHECK_TESTS,
+    ),
+    "stdio_correct_then_os_exit": (
+        "import os\na, b = map(int, input().split())\nprint(a + b, flush=True)\nos._exit(0)\n",
+        STDIO_TESTS,
+    ),
+    "stdio_correct_then_close_fds": (
+        "import os\na, b = map(int, input().split())\nprint(a + b, flush=True)\n"
+        "for fd in range(3, 64):\n    try:\n        os.close(fd)\n    except OSError:\n        pass\n",
         STDIO_TESTS,
     ),
     "stdio_correct_in_thread": (
@@ -326,15 +330,16 @@ def test_honest_program_is_paid(config, case):
     assert reward([block(source)], [tests]) == [1.0], (case, config)
 
 
-def test_unconfirmed_runs_say_why():
+def test_failed_runs_say_why():
     sb = _sandbox("all")
-    early = sb.run("import os\nprint(1, flush=True)\nos._exit(0)")
-    assert early.status is Status.RUNTIME_ERROR and not early.confirmed
-    assert "without the harness's confirmation" in early.reason
     killed = sb.run("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)")
-    assert killed.signal == signal.SIGKILL and "SIGKILL" in killed.reason
-    forged = sb.run(FORGE_LINES + "\n_forge()\n")
-    assert forged.status is Status.RUNTIME_ERROR and "tampered" in forged.reason
+    assert killed.status is Status.RUNTIME_ERROR and killed.signal == signal.SIGKILL and "SIGKILL" in killed.reason
+    ended = sb.run("import os\nos._exit(0)", harness=Harness("call", fn_name="add", args="[1, 2]", expected="3"))
+    assert ended.status is Status.RUNTIME_ERROR and "ended before answering" in ended.reason, ended
+    forged = sb.run(
+        FORGE_LINES + "\n_forge()\n" + WRONG_ADD, harness=Harness("call", fn_name="add", args="[1, 2]", expected="3")
+    )
+    assert forged.status is Status.RUNTIME_ERROR and "channel" in forged.reason, forged
 
 
 # ---------------------------------------------------------------------------------------------------- the sandbox
@@ -508,9 +513,12 @@ print(out)
 
 @pytest.mark.parametrize("config", CONFIGS)
 def test_native_memory_access_is_refused(config):
-    """ctypes and CPython's test modules read and write raw memory (the harness's nonce lives there)."""
+    """ctypes and CPython's test modules read and write raw memory, and a subinterpreter has no audit hook: ways to
+    switch the audit hook off. The native modules are masked by mountns and refused by the hook; the built-in
+    `_xxsubinterpreters` only by the hook, so without it (no-audit) there is no hook for it to get around."""
     result = _sandbox(config).run(NATIVE_PROBE)
-    assert result.ok and result.stdout.strip() == "[]", result
+    allowed = "['_xxsubinterpreters imported']" if config == "no-audit" else "[]"
+    assert result.ok and result.stdout.strip() in ("[]", allowed), result
 
 
 # Administrator-only system calls, called through ctypes where ctypes can be loaded (the audit hook and the

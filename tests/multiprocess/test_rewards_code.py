@@ -73,7 +73,12 @@ def test_outputs_match():
     assert outputs_match("1 2 \r\n3\n\n", "1 2\n3")
     assert outputs_match("1\n2\n3\n", "1 2 3")  # token-wise
     assert outputs_match("0.3333333333\n", "0.333333333")
-    assert outputs_match("3.0", "3")
+    assert outputs_match("3", "3.0") and outputs_match("+3 -0", "3 0")
+    # an expected integer is matched exactly, by an integer (issue 25)
+    assert not outputs_match("3.0", "3") and not outputs_match("3e0", "3")
+    assert not outputs_match("12157665459056928768", "12157665459056928801")
+    assert not outputs_match("1881686960568003", "1881686019724993")  # round(n**3 * (1 + 5e-7))
+    assert not outputs_match("\uff13", "3")  # full-width digit: int() would accept it
     assert not outputs_match("0.34", "0.33")
     assert not outputs_match("1 2", "1 2 3")
     assert not outputs_match("YES", "yes")
@@ -81,7 +86,10 @@ def test_outputs_match():
 
 
 def test_values_match():
-    assert values_match([1, 2.0000000001], [1, 2])
+    assert values_match([1, 2.0000000001], [1, 2.0])
+    assert not values_match([1, 2.0000000001], [1, 2])  # an expected int only by a number exactly equal to it
+    assert values_match(5.0, 5) and not values_match(float(3**40), 3**40)
+    assert not values_match(10**400, 1.5) and not values_match(float("nan"), float("nan"))
     assert values_match({"a": [1]}, {"a": [1]})
     assert not values_match(True, 1)
     assert not values_match(1, True)

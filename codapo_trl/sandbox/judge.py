@@ -1,0 +1,405 @@
+"""The judge: the process that computes the verdict of a `call` or `check` run, and never runs the program's code.
+
+The executor ([`codapo_trl.sandbox.executor`]) starts it next to the sandboxed program for every `call` and
+`check` run, as `python -E -s -S -m judge` from this directory (standard library only, no site-packages), with two
+pipes to the program's process (requests out, answers in), the run's spec (wire-encoded) on its
+standard input, and its standard output for the verdict. The program's process runs the program's module and then
+only answers the judge's requests ([`codapo_trl.sandbox.runner`]); what comes back is decoded by
+[`codapo_trl.sandbox.wire.decode`] into built-in objects, so no object of the program ever reaches a comparison.
+
+- `call`: one request `fn_name(*args)`; the decoded result is compared with the expected value ([`values_match`]).
+- `check`: HumanEval's test code (trusted dataset code) runs here, in a fresh namespace, after the prompt (or its
+  import lines) has defined the dataset's own helpers; `check(candidate)` gets a proxy that forwards each call to
+  the program and returns the decoded result. Arguments the candidate mutated come back too and are written into
+  the test's own objects, as a call in one interpreter would leave them.
+
+The verdict is one line on standard output: `pass`, `wrong <why>`, `error <why>` (the program failed), `memory
+<why>`, `ended <why>` (the program closed the channel or died before answering), `timeout` (no answer by the
+deadline) or `invalid <why>` (the test itself cannot run: not the program's fault). The trainer reads nothing else
+from this process. Every wait has the run's deadline and every answer is read into a bounded buffer; the executor
+kills the judge one second after the deadline in any case.
+
+The comparison rules ([`values_match`], [`outputs_match`]) live here too: the judge needs them without importing
+the package, and the reward ([`codapo_trl.rewards.code`]) imports them from here.
+"""
+
+import math
+import os
+import select
+import sys
+import time
+
+
+if __package__:
+    from . import wire
+else:  # run by the executor: this directory is on sys.path
+    import wire
+
+FLOAT_TOLERANCE = 1e-6
+
+
+# ------------------------------------------------------------------------------------------------- comparison
+
+
+def _is_int_token(token):
+    digits = token[1:] if token[:1] in ("+", "-") else token
+    return digits.isascii() and digits.isdigit()
+
+
+def _int_key(token):
+    sign = "-" if token[:1] == "-" else ""
+    digits = (token[1:] if token[:1] in ("+", "-") else token).lstrip("0") or "0"
+    return ("" if digits == "0" else sign) + digits
+
+
+def _float_token(token):
+    if "_" in token or not token.isascii():
+        return None
+    try:
+        value = float(token)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
+
+
+def outputs_match(got, expected, tol=FLOAT_TOLERANCE):
+    """Whether a program's standard output matches the expected one, token by token.
+
+    Whitespace (line ends, trailing spaces, blank lines) only separates tokens. An expected integer token (ASCII
+    digits, optional sign) is matched only by an integer token of the same value; an expected token written as a
+    decimal or exponent number by a finite number within `tol` (relative or absolute); any other token only by
+    itself.
+    """
+    got_tokens, exp_tokens = got.split(), expected.split()
+    if got_tokens == exp_tokens:
+        return True
+    if len(got_tokens) != len(exp_tokens):
+        return False
+    for g, e in zip(got_tokens, exp_tokens):
+        if g == e:
+            continue
+        if _is_int_token(e):
+            if not (_is_int_token(g) and _int_key(g) == _int_key(e)):
+                return False
+            continue
+        fg, fe = _float_token(g), _float_token(e)
+        if fg is None or fe is None or not math.isclose(fg, fe, rel_tol=tol, abs_tol=tol):
+            return False
+    return True
+
+
+def values_match(got, expected, tol=FLOAT_TOLERANCE):
+    """Whether a call's result (decoded JSON-like: lists, string-keyed dicts) matches the expected JSON value.
+
+    Booleans match only booleans, an expected `int` only a number exactly equal to it, an expected `float` a
+    number within `tol` (relative or absolute), strings and `None` only themselves, lists elementwise and dicts by
+    keys and values.
+    """
+    te, tg = type(expected), type(got)
+    if te is bool or tg is bool:
+        return te is tg and got == expected
+    if te is int:
+        return (tg is int or tg is float) and got == expected
+    if te is float:
+        if tg is not int and tg is not float:
+            return False
+        try:
+            return math.isclose(got, expected, rel_tol=tol, abs_tol=tol)
+        except OverflowError:  # an int too large for a float
+            return False
+    if te is list:
+        return tg is list and len(got) == len(expected) and all(values_match(g, e, tol) for g, e in zip(got, expected))
+    if te is dict:
+        return (
+            tg is dict and got.keys() == expected.keys() and all(values_match(got[k], expected[k], tol) for k in got)
+        )
+    if te is str or expected is None:
+        return tg is te and got == expected
+    return False
+
+
+def call_result_matches(got, expected):
+    """[`values_match`], or the result equals the only element of a one-element expected list (TACO/APPS often
+    store a call's expected value wrapped so)."""
+    if values_match(got, expected):
+        return True
+    return type(expected) is list and len(expected) == 1 and values_match(got, expected[0])
+
+
+# ------------------------------------------------------------------------------------------------- the channel
+
+
+class ChannelBroken(BaseException):  # noqa: N818 (not an Exception: the test code's `except Exception` cannot catch it)
+    """The program's process stopped answering properly; `kind` is a verdict word."""
+
+    def __init__(self, kind, why):
+        super().__init__(why)
+        self.kind, self.why = kind, why
+
+
+class CandidateError(Exception):
+    """The candidate raised an exception that is not one of Python's built-in `Exception` classes."""
+
+
+class Channel:
+    """Requests to the program's process and its answers, each within the run's deadline and `max_bytes`."""
+
+    def __init__(self, req_fd, resp_fd, deadline, max_bytes):
+        self.req_fd, self.resp_fd, self.deadline, self.max_bytes = req_fd, resp_fd, deadline, max_bytes
+        os.set_blocking(req_fd, False)  # a program that stops reading cannot block a write past the deadline
+        self.buf = b""
+        self.broken = None
+
+    def _ready(self, fd, event):
+        # poll, not select: the descriptors keep the trainer's numbers, which can be above select's 1024
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            return False
+        poller = select.poll()
+        poller.register(fd, event)
+        return bool(poller.poll(left * 1000))
+
+    def _read_more(self):
+        if not self._ready(self.resp_fd, select.POLLIN):
+            raise ChannelBroken("timeout", "no answer before the deadline")
+        data = os.read(self.resp_fd, 1 << 16)
+        if not data:
+            raise ChannelBroken("ended", "the program ended before answering")
+        self.buf += data
+
+    def receive(self, json_like=False):
+        if self.broken is not None:
+            raise self.broken
+        try:
+            while b"\n" not in self.buf:
+                if len(self.buf) > 20:
+                    raise ChannelBroken("error", "the program wrote something else than an answer on its channel")
+                self._read_more()
+            head, _, rest = self.buf.partition(b"\n")
+            if not head.isdigit() or len(head) > 12 or int(head) > self.max_bytes:
+                raise ChannelBroken("error", "the program wrote something else than an answer on its channel")
+            n = int(head)
+            self.buf = rest
+            while len(self.buf) < n:
+                self._read_more()
+            payload, self.buf = self.buf[:n], self.buf[n:]
+            try:
+                message = wire.decode(payload, json_like)
+            except wire.WireError as exc:
+                raise ChannelBroken("error", f"the program's answer is not plain data ({exc})") from None
+            if type(message) not in (list, tuple) or not message or type(message[0]) is not str:
+                raise ChannelBroken("error", "the program's answer is not a message")
+            return message
+        except ChannelBroken as exc:
+            self.broken = exc
+            raise
+
+    def send(self, message):
+        data = wire.frame(wire.encode(message, max_chars=self.max_bytes))
+        try:
+            while data:
+                if not self._ready(self.req_fd, select.POLLOUT):
+                    raise ChannelBroken("timeout", "the program did not read its request before the deadline")
+                try:
+                    data = data[os.write(self.req_fd, data[: 1 << 16]) :]
+                except BlockingIOError:
+                    continue
+        except OSError:
+            raise ChannelBroken("ended", "the program ended before answering") from None
+
+
+def _raise_from_candidate(name, message):
+    import builtins
+
+    cls = getattr(builtins, name, None) if type(name) is str else None
+    if (
+        isinstance(cls, type)
+        and issubclass(cls, Exception)
+        and not issubclass(cls, (StopIteration, StopAsyncIteration))
+    ):
+        try:
+            exc = cls(message)
+        except Exception:
+            exc = None
+        if exc is not None:
+            raise exc
+    raise CandidateError(f"{name}: {message}")
+
+
+def _sync(old, new):
+    """Make the test's object `old` hold the program's post-call state `new`, keeping the identity of `old` and of
+    the containers inside it (what a call in one interpreter would have left)."""
+    if type(old) is list and type(new) is list:
+        for i in range(min(len(old), len(new))):
+            if not _sync(old[i], new[i]):
+                old[i] = new[i]
+        del old[len(new) :]
+        old.extend(new[len(old) :])
+        return True
+    if type(old) is dict and type(new) is dict:
+        for k in [k for k in old if k not in new]:
+            del old[k]
+        for k, v in new.items():
+            if k not in old or not _sync(old[k], v):
+                old[k] = v
+        return True
+    if type(old) is set and type(new) is set:
+        old.clear()
+        old.update(new)
+        return True
+    if type(old) is tuple and type(new) is tuple and len(old) == len(new):
+        return all([_sync(o, n) or o == n for o, n in zip(old, new)])  # every element, no short cut
+    return False
+
+
+def make_candidate(channel, name):
+    """The `candidate` the test calls: forwards the call to the program and returns its decoded result."""
+
+    def candidate(*args, **kwargs):
+        if channel.broken is not None:
+            raise channel.broken
+        try:
+            channel.send(("call", args, kwargs))
+        except wire.WireError as exc:
+            channel.broken = ChannelBroken("invalid", f"the test passes a value that is not plain data ({exc})")
+            raise channel.broken from None
+        except ChannelBroken as exc:
+            channel.broken = exc
+            raise
+        answer = channel.receive()
+        if answer[0] == "ok" and len(answer) == 4:
+            for old, new in zip(args, answer[2] or ()):
+                _sync(old, new)
+            for key, new in (answer[3] or {}).items():
+                if key in kwargs:
+                    _sync(kwargs[key], new)
+            return answer[1]
+        if answer[0] == "raise" and len(answer) == 3:
+            _raise_from_candidate(answer[1], answer[2])
+        if answer[0] == "bad" and len(answer) == 2:
+            channel.broken = ChannelBroken("error", f"the candidate returned {answer[1]}")
+            raise channel.broken
+        channel.broken = ChannelBroken("error", "the program's answer is not a message")
+        raise channel.broken
+
+    candidate.__name__ = candidate.__qualname__ = name
+    return candidate
+
+
+# ------------------------------------------------------------------------------------------------- verdicts
+
+
+def _failure(exc):
+    if isinstance(exc, ChannelBroken):
+        return f"{exc.kind} {exc.why}"
+    if isinstance(exc, AssertionError):
+        return "wrong assertion failed"
+    if isinstance(exc, MemoryError):
+        return "memory MemoryError"
+    text = ""
+    try:  # noqa: SIM105 (contextlib costs an import in every judge)
+        text = str(exc)[:200]
+    except Exception:
+        pass
+    return f"error {type(exc).__name__}" + (f": {text}" if text else "")
+
+
+def _ready(channel, spec):
+    channel.send(("init", spec["mode"], spec["name"], spec.get("module", "solution"), spec.get("prelude", "")))
+    hello = channel.receive()
+    if hello[0] == "error" and len(hello) == 2:
+        raise ChannelBroken("error", f"the program raised {hello[1]}")
+    if hello[0] != "ready" or len(hello) != 2:
+        raise ChannelBroken("error", "the program's answer is not a message")
+    if hello[1] is not True:
+        raise ChannelBroken("error", f"{spec['name']} is not defined")
+
+
+def judge_call(channel, spec):
+    """The verdict on one `call` test case."""
+    _ready(channel, spec)
+    channel.send(("call", tuple(spec["args"]), {}))
+    answer = channel.receive(json_like=True)
+    if answer[0] == "ok" and len(answer) == 4:
+        return "pass" if call_result_matches(answer[1], spec["expected"]) else "wrong wrong return value"
+    if answer[0] == "raise" and len(answer) == 3:
+        kind = "memory" if answer[1] == "MemoryError" else "error"
+        return f"{kind} the candidate raised {answer[1]}: {str(answer[2])[:200]}"
+    if answer[0] == "bad" and len(answer) == 2:
+        return f"error the candidate returned {answer[1]}"
+    return "error the program's answer is not a message"
+
+
+def _names(code):
+    """Every name a code object or the code objects inside it use (globals, attributes, stores): a superset."""
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if hasattr(const, "co_names"):
+            names |= _names(const)
+    return names
+
+
+def _test_namespace(spec):
+    import builtins
+
+    ns = {"__name__": "__check__", "__builtins__": builtins}
+    test = compile(spec["test"], "test.py", "exec")
+    try:
+        context = compile(spec.get("context") or "", "prompt.py", "exec")
+    except SyntaxError:  # a prompt that is not a module on its own: its import lines
+        context = compile(spec.get("prelude") or "", "prelude.py", "exec")
+    # The prompt runs only when the test may use a name it defines (HumanEval/32's `poly`): most only call
+    # `candidate`, and a prompt's `from typing import List` alone would cost more than the rest of the judge.
+    if _names(test) & set(context.co_names):
+        exec(context, ns)
+    exec(test, ns)
+    if not callable(ns.get("check")):
+        raise ChannelBroken("invalid", "the test defines no check(candidate)")
+    return ns
+
+
+def judge_check(channel, spec):
+    """The verdict on a HumanEval-style `check` run."""
+    try:
+        ns = _test_namespace(spec)
+    except ChannelBroken:
+        raise
+    except BaseException as exc:
+        raise ChannelBroken("invalid", f"the test code failed: {type(exc).__name__}: {exc}") from None
+    _ready(channel, spec)
+    try:
+        ns["check"](make_candidate(channel, spec["name"]))
+    except BaseException as exc:
+        if channel.broken is not None:  # whatever the test made of it
+            raise channel.broken from None
+        return _failure(exc)
+    if channel.broken is not None:  # the test caught it
+        raise channel.broken
+    return "pass"
+
+
+def main():
+    """Read the spec, judge, write the verdict line (run by the executor, see the module docstring)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    for entry in ("", here):  # only there to import this module and `wire`: not for the test's imports
+        while entry in sys.path:
+            sys.path.remove(entry)
+    verdict_fd = os.dup(1)
+    os.dup2(2, 1)  # what the test code prints goes to stderr, never into the verdict
+    try:
+        raw = sys.stdin.buffer.read()
+        spec = wire.decode(raw)
+        os.chdir(spec["cwd"])
+        start = time.monotonic()
+        channel = Channel(spec["req_fd"], spec["resp_fd"], start + spec["budget"], spec["max_bytes"])
+        verdict = judge_call(channel, spec) if spec["mode"] == "call" else judge_check(channel, spec)
+    except ChannelBroken as exc:
+        verdict = _failure(exc)
+    except BaseException as exc:  # a bug here, or an unusable spec: not the program's fault
+        verdict = f"invalid judge failure: {type(exc).__name__}: {exc}"
+    os.write(verdict_fd, (verdict.replace("\n", " ")[:1000] + "\n").encode("utf-8", "replace"))
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,189 @@
+"""The wire format between the program's process and the judge: plain data only, in a text that cannot carry code.
+
+A value is `None`, `bool`, `int`, `float`, `str`, or a `list`, `tuple`, `dict`, `set` or `frozenset` of values,
+written as a prefix-typed text (one letter per value, counts and lengths before contents):
+
+| value | text |
+|---|---|
+| `None`, `True`, `False` | `n`, `t`, `f` |
+| `int` | `i` + hexadecimal digits (`format(v, "x")`) + `;` |
+| `float` | `r` + `float.hex(v)` (also `inf`, `-inf`, `nan`) + `;` |
+| `str` | `s` + number of characters + `:` + the characters |
+| `list`, `tuple`, `dict`, `set`, `frozenset` | `L`, `T`, `D`, `S`, `Z` + number of items + `:` + the items (a dict: key, value, key, value...) |
+
+The text is sent as UTF-8 (lone surrogates allowed) in frames of `<byte length>\\n<bytes>`. [`decode`] accepts only
+the canonical text of a value (no leading zeros, no spaces, nothing after the value), at most `MAX_DEPTH` levels of
+nesting, and builds built-in objects only: no class, function or code is ever named or looked up, so whatever
+bytes a program sends, the judge gets a plain value or a [`WireError`].
+
+[`encode`] reads a value through the built-in types' own methods (`int.__format__`, `list.__iter__`,
+`dict.items`...), so a subclass (`Counter`, `defaultdict`, a `namedtuple`, or a class that lies in `__eq__`) is
+sent as the plain value it holds, never as itself.
+
+This module imports nothing: the sandbox's runner executes a copy of it before the program starts, the judge
+imports it by path, and the trainer imports it as `codapo_trl.sandbox.wire`.
+"""
+
+MAX_DEPTH = 100
+
+
+class WireError(ValueError):
+    """A value that cannot be sent, or a text that is not the canonical encoding of a value."""
+
+
+def encode(value, max_chars=1 << 22):
+    """The wire text of `value` as UTF-8 bytes; raises [`WireError`] for anything that is not plain data, nested
+    deeper than `MAX_DEPTH` or longer than `max_chars` characters."""
+    out = []
+    _encode(value, out, 0, [0, max_chars])
+    return "".join(out).encode("utf-8", "surrogatepass")
+
+
+def _encode(v, out, depth, size):
+    if depth > MAX_DEPTH:
+        raise WireError(f"nested more than {MAX_DEPTH} levels deep")
+    if v is None:
+        piece = "n"
+    elif v is True:
+        piece = "t"
+    elif v is False:
+        piece = "f"
+    elif isinstance(v, int):
+        piece = "i" + int.__format__(v, "x") + ";"
+    elif isinstance(v, float):
+        piece = "r" + float.hex(v) + ";"
+    elif isinstance(v, str):
+        text = str.__str__(v)
+        piece = f"s{len(text)}:{text}"
+    else:
+        if isinstance(v, list):
+            tag, items = "L", list(list.__iter__(v))
+        elif isinstance(v, tuple):
+            tag, items = "T", list(tuple.__iter__(v))
+        elif isinstance(v, dict):
+            tag, items = "D", list(dict.items(v))
+        elif isinstance(v, set):
+            tag, items = "S", list(set.__iter__(v))
+        elif isinstance(v, frozenset):
+            tag, items = "Z", list(frozenset.__iter__(v))
+        else:
+            raise WireError(f"a {type(v).__name__} is not plain data")
+        out.append(f"{tag}{len(items)}:")
+        size[0] += len(out[-1])
+        for item in items:
+            if tag == "D":
+                _encode(item[0], out, depth + 1, size)
+                _encode(item[1], out, depth + 1, size)
+            else:
+                _encode(item, out, depth + 1, size)
+        return
+    size[0] += len(piece)
+    if size[0] > size[1]:
+        raise WireError(f"longer than {size[1]} characters")
+    out.append(piece)
+
+
+def decode(data, json_like=False):
+    """The value whose wire text is `data` (bytes), made of built-in objects only.
+
+    With `json_like=True` the value is built as JSON would hold it, for comparison with a JSON-decoded expected
+    value: tuples become lists, dict keys that are numbers, booleans or `None` become the strings JSON writes for
+    them, and sets are refused. Then no hash of a value the program chose is ever computed except a string's
+    (randomised per process), so no crafted set of colliding keys can make the decoding slow.
+
+    Raises:
+        WireError: `data` is not the canonical wire text of one plain value.
+    """
+    try:
+        text = data.decode("utf-8", "surrogatepass")
+        value, end = _decode(text, 0, 0, json_like)
+    except WireError:
+        raise
+    except (ValueError, TypeError, IndexError, OverflowError, RecursionError, MemoryError) as exc:
+        raise WireError(f"not plain data: {type(exc).__name__}") from None
+    if end != len(text):
+        raise WireError("trailing data")
+    return value
+
+
+def _count(text, pos, stop):
+    end = text.index(stop, pos)
+    digits = text[pos:end]
+    if not digits.isascii() or not digits.isdigit() or (len(digits) > 1 and digits[0] == "0") or len(digits) > 12:
+        raise WireError("bad count")
+    return int(digits), end + 1
+
+
+_JSON_KEYS = {None: "null", True: "true", False: "false"}
+
+
+def _json_key(k):
+    if type(k) is str:
+        return k
+    if k is None or type(k) is bool:
+        return _JSON_KEYS[k]
+    if type(k) is int:
+        return str(k)
+    if type(k) is float:
+        return "NaN" if k != k else ("Infinity" if k == 1e400 else ("-Infinity" if k == -1e400 else repr(k)))
+    raise WireError(f"a dict key of type {type(k).__name__} has no JSON form")
+
+
+def _decode(text, pos, depth, json_like):
+    if depth > MAX_DEPTH:
+        raise WireError(f"nested more than {MAX_DEPTH} levels deep")
+    tag = text[pos]
+    pos += 1
+    if tag == "n":
+        return None, pos
+    if tag == "t":
+        return True, pos
+    if tag == "f":
+        return False, pos
+    if tag == "i":
+        end = text.index(";", pos)
+        token = text[pos:end]
+        value = int(token, 16)
+        if not token.isascii() or int.__format__(value, "x") != token:
+            raise WireError("non-canonical int")
+        return value, end + 1
+    if tag == "r":
+        end = text.index(";", pos)
+        token = text[pos:end]
+        value = float.fromhex(token)
+        if float.hex(value) != token:
+            raise WireError("non-canonical float")
+        return value, end + 1
+    if tag == "s":
+        n, pos = _count(text, pos, ":")
+        if pos + n > len(text):
+            raise WireError("string past the end")
+        return text[pos : pos + n], pos + n
+    if tag not in "LTDSZ":
+        raise WireError("unknown tag")
+    n, pos = _count(text, pos, ":")
+    if n > len(text) - pos:  # every item takes at least one character
+        raise WireError("count past the end")
+    if tag == "D":
+        out = {}
+        for _ in range(n):
+            key, pos = _decode(text, pos, depth + 1, json_like)
+            value, pos = _decode(text, pos, depth + 1, json_like)
+            out[_json_key(key) if json_like else key] = value
+        return out, pos
+    items = []
+    for _ in range(n):
+        item, pos = _decode(text, pos, depth + 1, json_like)
+        items.append(item)
+    if tag == "L" or (tag == "T" and json_like):
+        return items, pos
+    if tag == "T":
+        return tuple(items), pos
+    if json_like:
+        raise WireError("a set has no JSON form")
+    return (set(items) if tag == "S" else frozenset(items)), pos
+
+
+def frame(payload):
+    """`payload` (bytes) as one frame: its length in decimal, a newline, the bytes."""
+    return str(len(payload)).encode() + b"\n" + payload

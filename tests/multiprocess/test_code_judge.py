@@ -1,0 +1,309 @@
+"""The judge of `call` and `check` runs (issue 25): the wire format, the comparison rules, and programs that attack
+the judge itself rather than the sandbox.
+
+Each hostile program is bounded even if the defence fails (2 s wall clock per run, answers capped at 64 KiB) and
+has an honest counterpart that must be paid. The red team's cases are in `tests/multiprocess/test_code_judge_redteam.py`.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import math
+import time
+
+import pytest
+
+from codapo_trl.rewards.code import evaluate_code, parse_tests
+from codapo_trl.sandbox import Sandbox, SandboxConfig, Status
+from codapo_trl.sandbox.judge import _sync, call_result_matches, outputs_match, values_match
+from codapo_trl.sandbox.wire import MAX_DEPTH, WireError, decode, encode, frame
+
+
+# ---------------------------------------------------------------------------------------------- the wire format
+
+PLAIN = [
+    None,
+    True,
+    False,
+    0,
+    -(3**200),
+    1.5,
+    -0.0,
+    float("inf"),
+    "",
+    "héllo\ud800 wörld",  # a lone surrogate survives
+    [1, [2, (3, "x")]],
+    (),
+    {"a": 1, 2: [3], (4, 5): None, None: frozenset({6})},
+    {1, 2, 3},
+]
+
+
+@pytest.mark.parametrize("value", PLAIN, ids=[repr(v)[:30] for v in PLAIN])
+def test_wire_round_trip(value):
+    back = decode(encode(value))
+    assert back == value and type(back) is type(value)
+
+
+def test_wire_nan_and_exact_types():
+    assert math.isnan(decode(encode(float("nan"))))
+    assert [type(x) for x in decode(encode([True, 1, 1.0, "1"]))] == [bool, int, float, str]
+
+
+def test_wire_sends_subclasses_as_their_plain_value():
+    class Liar(int):
+        def __eq__(self, other):
+            return True
+
+        __hash__ = int.__hash__
+
+    class LyingDict(dict):
+        def items(self):
+            return iter([("a", 1)])
+
+    assert type(decode(encode(Liar(-5)))) is int and decode(encode(Liar(-5))) == -5
+    assert decode(encode(LyingDict(z=9))) == {"z": 9}
+    assert decode(encode(collections.Counter("aab"))) == {"a": 2, "b": 1}
+    assert decode(encode(collections.namedtuple("P", "x y")(1, 2))) == (1, 2)
+    for bad in (object(), len, type, b"bytes", 1j, iter([1])):
+        with pytest.raises(WireError):
+            encode(bad)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        b"i0x1;",  # not canonical
+        b"i 1;",
+        b"i01;",
+        b"i1_0;",
+        b"r1.5;",  # floats only in float.hex form
+        b"s3:ab",  # string past the end
+        b"s03:abc",
+        b"L2:n",  # count past the end
+        b"L99999999999999:n",
+        b"nn",  # trailing data
+        b"x",  # unknown tag
+        b"",
+        b"D1:L0:n",  # unhashable key
+        b"\xff",  # not UTF-8
+    ],
+)
+def test_wire_refuses_anything_but_canonical_plain_data(text):
+    with pytest.raises(WireError):
+        decode(text)
+
+
+def test_wire_bounds_depth_and_size():
+    deep = []
+    for _ in range(MAX_DEPTH + 5):
+        deep = [deep]
+    with pytest.raises(WireError):
+        encode(deep)
+    with pytest.raises(WireError):
+        decode(b"L1:" * (MAX_DEPTH + 5) + b"L0:")
+    looped: list = []
+    looped.append(looped)
+    with pytest.raises(WireError):
+        encode(looped)
+    with pytest.raises(WireError):
+        encode("x" * 100, max_chars=50)
+    assert frame(b"abc") == b"3\nabc"
+
+
+def test_wire_json_like():
+    assert decode(encode({1: (2, 3), False: None, None: 1.5, 2.5: "x"}), json_like=True) == {
+        "1": [2, 3],
+        "false": None,
+        "null": 1.5,
+        "2.5": "x",
+    }
+    for value in ({1, 2}, {(1, 2): 3}, {frozenset(): 1}):
+        with pytest.raises(WireError):
+            decode(encode(value), json_like=True)
+
+
+# ---------------------------------------------------------------------------------------------- comparisons
+
+
+def test_comparison_rules():
+    assert outputs_match("1 2\n3\n", "1 2 3") and not outputs_match("1 2", "1 2 3")
+    assert outputs_match("0.3333333333333333", "0.333333333333") and outputs_match("2.500000000", "2.5")
+    assert not outputs_match("3.0000001", "3") and not outputs_match("1e+21", "1000000000000000000001")
+    assert outputs_match("007", "7") and not outputs_match("nan", "nan0") and not outputs_match("inf", "1e400")
+    assert values_match(0.5 + 1e-9, 0.5) and values_match(10**300, 1e300) and not values_match(float("inf"), 1e300)
+    assert not values_match(3 + 1e-7, 3) and not values_match("3", 3) and not values_match(3, "3")
+    assert not values_match(True, 1) and not values_match([6], 6) and values_match(None, None)
+    assert call_result_matches(2, [2]) and not call_result_matches([2, 3], [2])
+    assert not values_match({"a": 1}, {"a": 1, "b": 2}) and values_match([[1, 2.0]], [[1, 2.0]])
+
+
+def test_sync_keeps_identities():
+    inner = [3, 1]
+    old = [inner, {"k": [1]}, {1, 2}]
+    keep_dict = old[1]
+    assert _sync(old, [[1, 3], {"k": [], "n": 1}, {5}])
+    assert old == [[1, 3], {"k": [], "n": 1}, {5}] and old[0] is inner and old[1] is keep_dict
+    pair = ([1], 2)
+    assert _sync(pair, ([9, 9], 2)) and pair == ([9, 9], 2)
+
+
+# ---------------------------------------------------------------------------------------------- programs
+
+
+@pytest.fixture(scope="module")
+def sandbox():
+    with Sandbox(SandboxConfig(timeout=2.0, memory_mb=256, max_output_bytes=1 << 16), max_workers=2) as sb:
+        yield sb
+
+
+def check_tests(test: str, entry_point: str, prompt: str = "") -> dict:
+    return {"test": test, "entry_point": entry_point, "prompt": prompt}
+
+
+INPLACE = check_tests(
+    "def check(candidate):\n    x = [3, 1, 2]\n    assert candidate(x) is None\n    assert x == [1, 2, 3]\n"
+    "    grid = [[2, 1], [4, 3]]\n    row = grid[0]\n    candidate(grid[1])\n    assert grid == [[2, 1], [3, 4]] and grid[0] is row\n"
+    "    d = {'b': [2, 1]}\n    candidate(d['b'])\n    assert d == {'b': [1, 2]}\n",
+    "sort_in_place",
+)
+KWARGS = check_tests(
+    "def check(candidate):\n    acc = []\n    assert candidate(1, into=acc) == 1\n    assert candidate(2, into=acc) == 2\n"
+    "    assert acc == [1, 2]\n",
+    "push",
+)
+# HumanEval/32's shape: the test calls `poly`, a helper the prompt defines.
+POLY_PROMPT = (
+    "import math\n\n\ndef poly(xs: list, x: float):\n    return sum(coeff * math.pow(x, i) for i, coeff in enumerate(xs))\n"
+    '\n\ndef find_zero(xs: list):\n    """A zero of the polynomial xs."""\n'
+)
+POLY = check_tests(
+    "import copy\n\ndef check(candidate):\n    for coeffs in ([-6, 11, -6, 1], [1, 2], [-1, 0, 1]):\n"
+    "        solution = candidate(copy.deepcopy(coeffs))\n        assert math.fabs(poly(coeffs, solution)) < 1e-4\n",
+    "find_zero",
+    POLY_PROMPT,
+)
+FIND_ZERO = (
+    "def find_zero(xs):\n    lo, hi = -100.0, 100.0\n    if poly(xs, lo) > 0:\n        lo, hi = hi, lo\n"
+    "    for _ in range(200):\n        mid = (lo + hi) / 2\n        if poly(xs, mid) > 0:\n            hi = mid\n"
+    "        else:\n            lo = mid\n    return lo\n"
+)
+RAISES = check_tests(
+    "def check(candidate):\n    assert candidate(4) == 2\n    try:\n        candidate(-1)\n    except ValueError:\n"
+    "        pass\n    else:\n        raise AssertionError('no ValueError')\n",
+    "root",
+)
+LOOP_OVER_MAP = check_tests(
+    "def check(candidate):\n    for got, want in zip(map(candidate, [1, 2, 3]), [2, 4, 6]):\n        assert got == want\n"
+    "    assert len(list(map(candidate, [1, 2, 3]))) == 3\n",
+    "double",
+)
+ADD_CALL = {"format": "call", "fn_name": "add", "inputs": [[1, 2]], "outputs": [3]}
+ADD_CHECK = check_tests(
+    "def check(candidate):\n    assert candidate(1, 2) == 3\n    assert candidate(5, 5) == 10\n", "add"
+)
+WRONG_ADD = "def add(a, b):\n    return a - b\n"
+SPRAY = (  # writes `data` on every descriptor but 0-2
+    "import os\ndef _spray(data):\n    for fd in range(3, 64):\n        try:\n            os.write(fd, data)\n"
+    "        except OSError:\n            pass\n"
+)
+
+HONEST = {
+    "mutated_arguments_reach_the_test": (
+        "def sort_in_place(xs):\n    xs.sort()\n",
+        INPLACE,
+    ),
+    "mutated_keyword_argument": ("def push(x, into):\n    into.append(x)\n    return x\n", KWARGS),
+    "test_calls_the_prompts_helper": (POLY_PROMPT + FIND_ZERO, POLY),
+    "expected_exception_reaches_the_test": (
+        "def root(x):\n    if x < 0:\n        raise ValueError('negative')\n    return int(x ** 0.5)\n",
+        RAISES,
+    ),
+    "candidate_calls_itself": ("def double(x):\n    return x if x == 0 else 2 + double(x - 1)\n", LOOP_OVER_MAP),
+    "honest_add": ("def add(a, b):\n    return a + b\n", ADD_CHECK),
+}
+
+HOSTILE = {
+    # the arguments: not mutating where the test looks at the mutation
+    "copy_instead_of_in_place": ("def sort_in_place(xs):\n    xs = sorted(xs)\n", INPLACE),
+    # the prompt's helper: the judge calls the dataset's, not the program's
+    "redefines_the_prompts_helper": (
+        "def poly(xs, x):\n    return 0.0\ndef find_zero(xs):\n    return 12345.0\n",
+        POLY,
+    ),
+    # the exception mapping: StopIteration would end the test's loop over map(candidate, ...) early
+    "stop_iteration_ends_the_tests_loop": ("def double(x):\n    raise StopIteration\n", LOOP_OVER_MAP),
+    # the channel: forged, malformed, oversized or withheld answers
+    "forged_ok_frames_on_every_fd": (
+        SPRAY + "_spray(b'ok 3\\n')\n_spray(b'pass\\n')\n" + WRONG_ADD,
+        ADD_CALL,
+    ),
+    "framed_right_answer_written_by_the_program": (
+        # a well-formed `ok 3` answer written before the runner's own `ready`: the judge reads it as `ready`
+        SPRAY + "_spray(b'13\\nT4:s2:oki3;nn')\n" + WRONG_ADD,
+        ADD_CALL,
+    ),
+    # answers written by the program itself are only values it chose, as a function returning them would be (a
+    # blind forger answers 3 to every call)
+    "answers_the_judge_itself_then_exits": (
+        "import os, sys\n"
+        "def _answer(message):\n    data = message.encode()\n"
+        "    for fd in range(3, 64):\n        try:\n            os.write(fd, str(len(data)).encode() + b'\\n' + data)\n"
+        "        except OSError:\n            pass\n"
+        "_answer('T2:s5:readyt')\n_answer('T4:s2:oki3;nn')\n_answer('T4:s2:oki3;nn')\nos._exit(0)\n",
+        ADD_CHECK,
+    ),
+    "huge_frame_header": (SPRAY + "_spray(b'99999999999\\n')\n" + WRONG_ADD, ADD_CALL),
+    "answer_past_the_size_cap": ("def add(a, b):\n    return 'x' * (1 << 20)\n", ADD_CALL),
+    "deeply_nested_frame": (SPRAY + "_spray(b'30003\\n' + b'L1:' * 10000 + b'n')\n" + WRONG_ADD, ADD_CALL),
+    "closes_its_channel": (
+        "import os\nfor fd in range(3, 64):\n    try:\n        os.close(fd)\n    except OSError:\n        pass\n"
+        "def add(a, b):\n    return a + b\n",
+        ADD_CHECK,
+    ),
+    "never_answers": ("import time\ndef add(a, b):\n    time.sleep(60)\n", ADD_CHECK),
+    "reads_the_requests_itself": (
+        "import os\nfor fd in range(3, 64):\n    try:\n        os.read(fd, 0)\n        os.set_blocking(fd, False)\n"
+        "        os.read(fd, 1 << 16)\n    except OSError:\n        pass\n" + WRONG_ADD,
+        ADD_CHECK,
+    ),
+    "returns_unsendable_objects": ("def add(a, b):\n    return lambda: 3\n", ADD_CHECK),
+}
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("case", sorted(HONEST))
+def test_honest_program_is_paid(case, sandbox):
+    source, tests = HONEST[case]
+    evaluation = evaluate_code(source, tests, sandbox=sandbox)
+    assert evaluation.reward == 1.0, evaluation.reason
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("case", sorted(HOSTILE))
+def test_hostile_program_is_not_paid(case, sandbox):
+    source, tests = HOSTILE[case]
+    start = time.monotonic()
+    evaluation = evaluate_code(source, tests, sandbox=sandbox)
+    assert evaluation.reward == 0.0, evaluation.reason
+    assert evaluation.outcomes and all(o.status is not Status.SANDBOX_ERROR for o in evaluation.outcomes)
+    assert time.monotonic() - start < 10.0
+
+
+def test_a_broken_test_is_not_the_programs_fault(sandbox):
+    broken = check_tests("def check(candidate):\n    assert candidate(1) == undefined_name\n", "f")
+    evaluation = evaluate_code("def f(x):\n    return x\n", broken, sandbox=sandbox)
+    assert evaluation.reward == 0.0  # a NameError in check is the test failing: the dataset's semantics
+    no_check = check_tests("def test(candidate):\n    pass\n", "f")
+    skipped = evaluate_code("def f(x):\n    return x\n", no_check, sandbox=sandbox)
+    assert skipped.reward is None and "check" in skipped.reason
+    unsendable = check_tests("def check(candidate):\n    assert candidate(object()) is None\n", "f")
+    skipped = evaluate_code("def f(x):\n    return None\n", unsendable, sandbox=sandbox)
+    assert skipped.reward is None and "plain data" in skipped.reason
+
+
+def test_prompt_round_trips_in_the_tests_column():
+    tests = parse_tests(POLY)
+    assert tests.prompt == POLY_PROMPT and tests.prelude == "import math"
+    assert parse_tests(json.loads(tests.to_json())) == tests
