@@ -31,6 +31,8 @@ TACO's raw `input_output` JSON (`inputs`/`outputs` and an optional `fn_name`) an
 
 from __future__ import annotations
 
+import ast
+import builtins
 import json
 import logging
 import os
@@ -163,6 +165,14 @@ def parse_tests(tests: Any) -> ProblemTests:
         prelude = tests.get("prelude")
         if prelude is None:
             prelude = _import_lines(prompt)
+        missing = _names_left_undefined(test, prelude + "\n" + prompt)
+        if missing:
+            raise InvalidTestsError(
+                f"check-format tests read {', '.join(sorted(missing))}, which neither the test nor its prompt "
+                "defines (the judge runs the test with the problem's prompt, never with the program's names): "
+                "store the problem's `prompt` with its tests (`load_humaneval` does; rebuild tests normalised "
+                "before the judge)"
+            )
         return ProblemTests("check", test=test, entry_point=entry_point, prelude=prelude, prompt=prompt)
     if fmt not in (None, "stdio", "call"):
         raise InvalidTestsError(f"unknown tests format {fmt!r}")
@@ -182,6 +192,41 @@ def parse_tests(tests: Any) -> ProblemTests:
     return ProblemTests(
         "stdio", inputs=tuple(_as_text(i) for i in inputs), outputs=tuple(_as_text(o) for o in outputs)
     )
+
+
+def _defined_and_read(source: str, what: str) -> tuple[set[str], set[str]]:
+    """The names `source` binds anywhere (assignments, definitions, imports, parameters) and the names it reads."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as exc:
+        raise InvalidTestsError(f"check-format {what} is not valid Python: {exc}") from None
+    defined: set[str] = set()
+    read: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            (read if isinstance(node.ctx, ast.Load) else defined).add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            defined.add(node.name)
+        elif isinstance(node, ast.alias):
+            defined.add((node.asname or node.name).split(".")[0])
+        elif isinstance(node, ast.arg):
+            defined.add(node.arg)
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            defined.update(node.names)
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            defined.add(node.name)
+    return defined, read
+
+
+def _names_left_undefined(test: str, context: str) -> set[str]:
+    """Names the test reads that neither it, its prompt/prelude (`context`) nor Python's built-ins define: the judge
+    would raise `NameError` in every run, failing right programs."""
+    test_defined, test_read = _defined_and_read(test, "test")
+    try:
+        context_defined, _ = _defined_and_read(context, "prompt")
+    except InvalidTestsError:  # a prompt that is only a signature: what it defines cannot be read, so do not refuse
+        return set()
+    return test_read - test_defined - context_defined - set(dir(builtins))
 
 
 def _import_lines(prompt: str) -> str:

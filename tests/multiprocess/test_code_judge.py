@@ -294,7 +294,8 @@ def test_hostile_program_is_not_paid(case, sandbox):
 def test_a_broken_test_is_not_the_programs_fault(sandbox):
     broken = check_tests("def check(candidate):\n    assert candidate(1) == undefined_name\n", "f")
     evaluation = evaluate_code("def f(x):\n    return x\n", broken, sandbox=sandbox)
-    assert evaluation.reward == 0.0  # a NameError in check is the test failing: the dataset's semantics
+    # A name nothing defines would fail every program: the tests are refused when parsed (skipped, not paid 0.0).
+    assert evaluation.reward is None and "undefined_name" in evaluation.reason
     no_check = check_tests("def test(candidate):\n    pass\n", "f")
     skipped = evaluate_code("def f(x):\n    return x\n", no_check, sandbox=sandbox)
     assert skipped.reward is None and "check" in skipped.reason

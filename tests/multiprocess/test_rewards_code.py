@@ -131,6 +131,24 @@ def test_malformed_tests_are_rejected(bad):
         parse_tests(bad)
 
 
+def test_check_tests_that_read_a_name_nothing_defines_are_rejected_when_parsed():
+    """The judge runs HumanEval's test beside the problem's prompt, never beside the program: a test that reads a
+    prompt helper (`poly`, as HumanEval/32) with no prompt stored would fail every right program, so it is refused
+    when the tests are parsed, naming the helper; with the prompt, or a name the test or a built-in defines, it parses.
+    """
+    test = "import math\n\ndef check(candidate):\n    x = candidate([1, 2])\n    assert abs(poly([1, 2], x)) < 1e-6\n"
+    with pytest.raises(InvalidTestsError, match=r"poly.*prompt"):
+        parse_tests({"format": "check", "test": test, "entry_point": "find_zero", "prelude": ""})
+    prompt = "def poly(xs, x):\n    return sum(c * x**i for i, c in enumerate(xs))\n\ndef find_zero(xs):\n    '''A zero.'''\n"
+    assert parse_tests({"test": test, "entry_point": "find_zero", "prompt": prompt}).prompt == prompt
+    own = (
+        "def check(candidate):\n    helper = sorted\n    for k, v in {1: 2}.items():\n        assert helper([v, k])\n"
+    )
+    assert parse_tests({"test": own, "entry_point": "f"}).format == "check"
+    with pytest.raises(InvalidTestsError, match="not valid Python"):
+        parse_tests({"test": "def check(candidate):\n    assert (\n", "entry_point": "f"})
+
+
 # ---------------------------------------------------------------------------------------------- rewards
 
 
