@@ -1,0 +1,723 @@
+"""The final-form rule of the maths grader: an answer is paid only in its final form, judged on its own parse tree.
+
+An answer equal to the gold is still refused when it is *less evaluated* than the gold (docs/rewards.md states the
+rule with examples). The answer and the gold are read by math-verify's own LaTeX parser (`latex2sympy2_extended`)
+with the few evaluations it does by itself switched off (`FormReader`), so that the SymPy tree is the answer as
+written: `\\frac68` stays a quotient of 6 by 8, `\\binom84` a binomial, `-(-19)` a double negation. Then:
+
+1. **Numbers.** When the gold is a numeral (an integer, a decimal, a fraction of integers in lowest terms, a mixed
+   number, each with its sign), the answer must be a numeral too (`numeral`), and equal to it exactly (`0.75` for
+   `\\frac34`, not `0.7500000001`). Under the `number` answer type the answer must be a numeral whatever the gold.
+   This is a whitelist of node types: a sum, product, power, root, binomial, factorial, logarithm, floor, integral,
+   limit or any other operation on literals is not a numeral, listed or not.
+2. **Not less evaluated** (`pending_operations`): the answer may not hold more operations that SymPy's own automatic
+   evaluation would carry out (`7+12`, `x+x`, `\\sqrt 8`, `2^{3/2}`, `\\frac{6}{8}`, `\\frac{4}{\\sqrt2}`, `\\cdot 1`,
+   `+0`, `\\log_2 64`, an unevaluated union...) than the gold does. Integrals, sums, products and limits always count.
+3. **Polynomials** in the gold's form: an expanded gold asks for an answer with no product or power of a sum; a
+   factored gold asks for at least as many factors (`factor_count`); a fraction of polynomials may not keep a common
+   factor the gold has cancelled (`uncancelled_fractions`).
+4. **Relations.** When the gold is not a relation, each side of an equation in the answer that is not a bare name
+   (`x`, `f(x)`, `a_1`) must equal the gold and be in final form by the rules above (`value_sides`).
+5. **One value.** A set or list of values (`\\pm`, `or`, a comma list) is an answer only where the gold is one.
+
+What still rests on lists is said in docs/rewards.md: the unit words a number may carry (`text_groups`), the LaTeX
+markup that is dropped before reading, and what SymPy happens to evaluate automatically.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import re
+import unicodedata
+from typing import Any
+
+import sympy
+
+
+__all__ = [
+    "FormReader",
+    "FormVerdict",
+    "evaluate",
+    "factor_count",
+    "gold_numeral",
+    "judge_form",
+    "numeral",
+    "pending_operations",
+    "prepare",
+    "read_form",
+]
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Preparing the LaTeX: markup that renders nothing, and the words of \text{...} groups
+# ---------------------------------------------------------------------------------------------------------------------
+
+WORDS = "words the grader cannot read as a unit"
+
+_TEXT_COMMANDS = (
+    "text", "textbf", "textit", "textrm", "textsf", "texttt", "textnormal", "textup", "emph", "mbox", "hbox",
+    "mathrm", "mathbf", "mathit", "mathsf", "mathtt", "mathnormal", "operatorname", "boldsymbol", "bm",
+)  # fmt: skip
+_TEXT_RE = re.compile(r"\\(" + "|".join(sorted(_TEXT_COMMANDS, key=len, reverse=True)) + r")\s*\{")
+_DROPPED_WITH_ARGUMENT_RE = re.compile(r"\\(?:color|phantom|hphantom|vphantom)\s*\{")
+_TEXTCOLOR_RE = re.compile(r"\\textcolor\s*\{[^{}]*\}")
+_SPACING_RE = re.compile(r"\\(?:[,;:! ]|quad|qquad|displaystyle|textstyle|scriptstyle)|~")
+_DIGIT_GROUP_RE = re.compile(r"(?<=\d)\\[,;:! ](?=\d{3}(?!\d))")
+_DEGREE_RE = re.compile(r"\^\s*\{?\s*\\circ\s*\}?|\\circ|\u00b0")
+_PERCENT_RE = re.compile(r"\\?%")
+_UNIT_POWER_RE = re.compile(r"\s*\^\s*(?:\{\s*\d\s*\}|\d)")
+_NUMBER_RE = re.compile(r"[-+]?(?:\d+(?:[.,]\d+)*|\.\d+)")
+_WORD_RE = re.compile(r"[A-Za-z]+")
+
+
+@functools.cache
+def unit_words() -> frozenset[str]:
+    """Words a number may carry: math-verify's own unit list (the words its normaliser reads as units), without the
+    words that are not units (`more`, `less`, `by`, `number`...), plus a few it lacks (`dollar`, `percent`); each
+    also in the plural (`s`, `es`)."""
+    from latex2sympy2_extended.math_normalization import units
+
+    not_units = {"more", "less", "by", "increase", "decrease", "excess", "loss", "gain", "rise", "profit", "pure"}
+    not_units |= {"nochange", "multiple", "ratio", "number", "prime", "integer", "digit", "way", "are", "o", "t"}
+    words = {u.lower() for u in units if u.isalpha() and u.lower() not in not_units}
+    words |= {"dollar", "euro", "pound", "percent", "degree", "radian", "unit", "way", "people", "person", "point"}
+    words |= {"meter", "metre", "centimeter", "centimetre", "millimeter", "kilometer", "gram", "kilogram", "liter"}
+    words |= {"second", "minute", "hour", "day", "week", "month", "year", "cm", "mm", "km", "m", "kg", "g", "h", "s"}
+    return frozenset(words | {w + "s" for w in words} | {w + "es" for w in words} | {"feet", "inches", "children"})
+
+
+def _braced(text: str, open_index: int) -> int | None:
+    """Index just after the `}` closing the group that opens at `open_index`, or `None`."""
+    depth = 0
+    index = open_index
+    while index < len(text):
+        char = text[index]
+        if char == "\\":
+            index += 2
+            continue
+        if char == "{":
+            depth += 1
+        elif char == "}":
+            depth -= 1
+            if depth == 0:
+                return index + 1
+        index += 1
+    return None
+
+
+def _text_group_reading(content: str, command: str, whole: bool) -> str | None:
+    """What a `\\text{content}` group stands for in a maths answer, or `None` if it holds words the grader cannot
+    read (then the answer is refused)."""
+    words = _WORD_RE.findall(content)
+    stripped = content.strip(" .,~")
+    if not stripped:
+        return ""
+    number = _NUMBER_RE.match(stripped)
+    rest = stripped[number.end() :] if number else stripped
+    rest_words = _WORD_RE.findall(rest)
+    leftover = _WORD_RE.sub("", rest).replace("/", "").replace("^", "").strip(" .,~-")
+    leftover = re.sub(r"\d", "", leftover) if not number else leftover
+    if number and not rest.strip():
+        return number.group()
+    if words and all(w.lower() in ("and", "or") for w in words) and not re.search(r"\d", content):
+        return ","
+    if rest_words and all(w.lower() in unit_words() for w in rest_words) and not leftover:
+        return number.group() if number else ""
+    if command.startswith(("math", "bold", "bm", "operatorname")) and re.fullmatch(r"[A-Za-z]", stripped):
+        return stripped
+    if whole:
+        return None if number else "\\text{" + content + "}"
+    return None
+
+
+def prepare(latex: str) -> tuple[str | None, str | None]:
+    """The answer as the grader reads it: `(latex, None)`, or `(None, reason)` when it must be refused.
+
+    Markup that renders nothing or only decorates is dropped (`\\color{red}`, `\\phantom{0}`, `\\displaystyle`,
+    spacing such as `\\,` and `\\quad`, `\\left`/`\\right` are left to math-verify); Unicode is normalised (NFKC, so
+    full-width and mathematical-bold digits are digits; U+2212 is a minus sign); a degree sign, a percent sign and
+    `\\$` are units and dropped (so `19\\%` is read as 19, never as 0.19 as well). Each `\\text{...}`-like group
+    (`\\text`, `\\mbox`, `\\textbf`, `\\mathrm`, `\\operatorname`...) must be: unit words (`\\text{ cm}^2`, dropped),
+    a number with unit words (`\\text{19 cm}`, read as 19), `and`/`or` between values (read as a comma, so the box
+    states several values), a letter under a math font (`\\mathrm{e}`), or the whole answer (`\\text{Monday}`);
+    anything else (`19\\text{ or 20}`, `19 \\text{ squared}`, `\\text{not } 19`) refuses the answer.
+
+    Example:
+        ```python
+        >>> prepare(r"19\\,\\text{km}"), prepare(r"\\color{red}{19}\\%"), prepare(r"19\\text{ thousand}")
+        (('19', None), ('{19}', None), (None, 'words the grader cannot read as a unit'))
+
+        ```
+    """
+    text = unicodedata.normalize("NFKC", latex).replace("\u2212", "-")
+    text = _TEXTCOLOR_RE.sub("", text)
+    for match in reversed(list(_DROPPED_WITH_ARGUMENT_RE.finditer(text))):
+        end = _braced(text, match.end() - 1)
+        if end is None:
+            return None, WORDS
+        keep = "" if "phantom" in match.group() else ""
+        text = text[: match.start()] + keep + text[end:]
+    text = _DIGIT_GROUP_RE.sub("", text)  # 19\\,000 is 19000
+    text = _SPACING_RE.sub(" ", text)
+    text = _DEGREE_RE.sub("", text)
+    text = _PERCENT_RE.sub("", text).replace("\\$", "").replace("$", "")
+    while True:
+        match = _TEXT_RE.search(text)
+        if match is None:
+            break
+        end = _braced(text, match.end() - 1)
+        if end is None:
+            return None, WORDS
+        content = text[match.end() : end - 1]
+        if _TEXT_RE.search(content):  # nested text groups: read the inner ones first
+            inner, problem = prepare(content)
+            if problem is not None:
+                return None, problem
+            content = inner or ""
+        whole = not (text[: match.start()] + text[end:]).strip(" {}()")
+        reading = _text_group_reading(content, match.group(1), whole)
+        if reading is None:
+            return None, WORDS
+        tail = text[end:]
+        if reading in ("",) or _WORD_RE.fullmatch(content.strip(" .~")):
+            unit_power = _UNIT_POWER_RE.match(tail)
+            if unit_power and reading == "":
+                tail = tail[unit_power.end() :]
+        if reading.startswith("\\text{"):
+            return text.strip(), None  # a word answer, compared by math-verify
+        text = text[: match.start()] + (" " + reading + " " if reading else " ") + tail
+    text = re.sub(r"\s+", " ", text).strip()
+    while text.startswith("{") and _braced(text, 0) == len(text):
+        text = text[1:-1].strip()  # {19}: a group, not a set
+    return (text or None), (None if text else WORDS)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Reading the form: math-verify's parser, without the evaluations it does by itself
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+class Mixed(sympy.Function):
+    """A mixed number as written (`3\\frac{1}{2}`): whole part, numerator, denominator."""
+
+    nargs = 3
+
+    @classmethod
+    def eval(cls, whole, p, q):
+        return None
+
+
+def _quotient(top: Any, bottom: Any) -> Any:
+    return sympy.Mul(top, sympy.Pow(bottom, -1, evaluate=False), evaluate=False)
+
+
+@functools.cache
+def _reader_class() -> type:
+    from latex2sympy2_extended.latex2sympy2 import _Latex2Sympy
+
+    class FormReader(_Latex2Sympy):
+        """`latex2sympy2_extended`'s converter that keeps what it would evaluate by itself: a quotient of integers
+        (`\\frac68`, `6/8`), a binomial, a mixed number, a double negation and scientific notation stay as written."""
+
+        def convert_frac(self, frac):
+            top, bottom = self.convert_expr(frac.upper), self.convert_expr(frac.lower)
+            if getattr(top, "is_Integer", False) and getattr(bottom, "is_Integer", False):
+                return _quotient(top, bottom)
+            return super().convert_frac(frac)
+
+        def convert_binom(self, binom):
+            return sympy.binomial(self.convert_expr(binom.upper), self.convert_expr(binom.lower), evaluate=False)
+
+        def convert_mp(self, mp):
+            if mp.DIV() or mp.CMD_DIV() or mp.COLON():
+                left, right = (mp.mp(0), mp.mp(1)) if hasattr(mp, "mp") else (mp.mp_nofunc(0), mp.mp_nofunc(1))
+                top, bottom = self.convert_mp(left), self.convert_mp(right)
+                if getattr(top, "is_Integer", False) and getattr(bottom, "is_Integer", False):
+                    return _quotient(top, bottom)
+            return super().convert_mp(mp)
+
+        def convert_unary(self, unary):
+            nested = unary.unary() if hasattr(unary, "unary") else unary.unary_nofunc()
+            if unary.SUB() and nested is not None:
+                inner = self.convert_unary(nested)
+                if getattr(inner, "is_Number", False) and (inner.is_negative or nested.SUB()):
+                    return sympy.Mul(-1, inner, evaluate=False)  # -(-19) stays a double negation
+                if getattr(inner, "is_Number", False):
+                    return -inner
+                return super().convert_unary(unary)
+            return super().convert_unary(unary)
+
+        def convert_postfix_list(self, arr, i=0):
+            if i == len(arr) - 2:
+                whole = self.convert_postfix(arr[i])
+                if getattr(whole, "is_Integer", False):
+                    fraction = self.convert_postfix(arr[i + 1])
+                    p, q = _integer_quotient(fraction)
+                    if p is not None and p > 0 and q > 0:
+                        return Mixed(whole, p, q)
+            return super().convert_postfix_list(arr, i)
+
+        def convert_relation(self, rel):
+            if not rel.expr() and rel.APPROX():
+                return sympy.Function("approx")(
+                    self.convert_relation(rel.relation(0)), self.convert_relation(rel.relation(1))
+                )  # an approximation states no value (the stock reader keeps one side)
+            return super().convert_relation(rel)
+
+        def handle_exp(self, func):
+            if func.supexpr():
+                sup = func.supexpr()
+                argument = self.convert_expr(sup.expr()) if sup.expr() else self.convert_atom(sup.atom())
+                return sympy.exp(argument, evaluate=False)  # e^{\\ln 19} stays as written
+            return super().handle_exp(func)
+
+        def convert_atom(self, atom):
+            if atom.E_NOTATION():
+                mantissa, _, exponent = atom.E_NOTATION().getText().lower().partition("e")
+                return sympy.Mul(
+                    sympy.Number(mantissa), sympy.Pow(10, sympy.Integer(exponent), evaluate=False), evaluate=False
+                )
+            return super().convert_atom(atom)
+
+    return FormReader
+
+
+def FormReader(*args: Any, **kwargs: Any) -> Any:  # noqa: N802 - a class made on first use
+    """The form reader (see `_reader_class`), built on first use so that importing this module stays cheap."""
+    return _reader_class()(*args, **kwargs)
+
+
+@functools.lru_cache(maxsize=4096)
+def read_form(latex: str) -> Any:
+    """The SymPy tree of `latex` as written (see `FormReader`), or `None` if it cannot be read."""
+    from latex2sympy2_extended.latex2sympy2 import NormalizationConfig, normalize_latex
+
+    config = NormalizationConfig(
+        basic_latex=True, units=False, malformed_operators=True, nits=False, boxed="none", equations=False
+    )
+    try:
+        return FormReader(is_real=True, convert_degrees=False).parse(normalize_latex(latex, config))
+    except Exception:  # noqa: BLE001 - any failure of the parser means "cannot be read"
+        return None
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Measures on the tree
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+def _integer_quotient(node: Any) -> tuple[int | None, int | None]:
+    """`(p, q)` for a quotient of two integers as written (`Mul(p, Pow(q, -1))`), else `(None, None)`."""
+    if isinstance(node, sympy.Mul) and len(node.args) == 2:
+        top, bottom = node.args
+        if (
+            top.is_Integer
+            and isinstance(bottom, sympy.Pow)
+            and bottom.args[0].is_Integer
+            and bottom.args[1] == -1
+            and bottom.args[0] != 0
+        ):
+            return int(top), int(bottom.args[0])
+    return None, None
+
+
+def numeral(node: Any) -> sympy.Rational | None:
+    """The exact value of a numeral as written, or `None` if `node` is not one.
+
+    A numeral is an integer, a decimal, a quotient of integers in lowest terms with a denominator above 1 (either
+    sign), a mixed number with a proper fraction, or the negation of one of these written once.
+
+    Example:
+        ```python
+        >>> numeral(read_form("0.75")), numeral(read_form("\\\\frac{-3}{4}")), numeral(read_form("3\\\\frac12"))
+        (3/4, -3/4, 7/2)
+        >>> numeral(read_form("\\\\frac68")), numeral(read_form("7+12")), numeral(read_form("-(-19)"))
+        (None, None, None)
+
+        ```
+    """
+    if not isinstance(node, sympy.Basic) or isinstance(node, sympy.MatrixBase):
+        return None
+    if node.is_Integer or (node.is_Rational and not isinstance(node, sympy.Mul)):
+        return sympy.Rational(node)
+    if node.is_Float:
+        return sympy.Rational(str(node)) if math.isfinite(float(node)) else None
+    if isinstance(node, Mixed):
+        whole, p, q = (int(a) for a in node.args)
+        if 0 < p < q and math.gcd(p, q) == 1:
+            return sympy.Rational(whole * q + (p if whole >= 0 else -p), q)
+        return None
+    if not isinstance(node, sympy.Mul):
+        return None
+    factors = list(node.args)
+    sign = 1
+    if sum(f == -1 for f in factors) == 1 and len(factors) > 1:
+        factors.remove(sympy.Integer(-1))
+        sign = -1
+    if len(factors) == 1 and sign == -1 and isinstance(factors[0], sympy.Pow):
+        bottom = factors[0]
+        if bottom.args[0].is_Integer and bottom.args[0] > 1 and bottom.args[1] == -1:
+            return sympy.Rational(-1, int(bottom.args[0]))  # \\frac{-1}{2}
+    if len(factors) == 1:
+        inner = factors[0]
+        if sign == -1 and (inner.is_Number and inner.is_negative or isinstance(inner, sympy.Mul)):
+            return None  # -(-19), -(-\\frac{3}{4})
+        value = numeral(inner)
+        return None if value is None else sign * value
+    if len(factors) == 2:
+        top, bottom = factors
+        if isinstance(top, sympy.Pow):
+            top, bottom = bottom, top
+        if (
+            top.is_Integer
+            and isinstance(bottom, sympy.Pow)
+            and bottom.args[0].is_Integer
+            and bottom.args[1] == -1
+            and bottom.args[0] > 1
+            and math.gcd(int(top), int(bottom.args[0])) == 1
+            and not (sign == -1 and top.is_negative)
+        ):
+            return sign * sympy.Rational(int(top), int(bottom.args[0]))
+    return None
+
+
+def _evaluate(node: Any) -> Any:
+    """`node` with SymPy's automatic evaluation applied bottom-up (what `evaluate=True` would have built)."""
+    if isinstance(node, Mixed):
+        whole, p, q = node.args
+        return whole + sympy.Rational(p, q) if whole >= 0 else whole - sympy.Rational(p, q)
+    if not isinstance(node, sympy.Basic) or not node.args or isinstance(node, (sympy.Symbol, sympy.Number)):
+        return node
+    args = [_evaluate(a) for a in node.args]
+    try:
+        return node.func(*args)
+    except Exception:  # noqa: BLE001
+        return node.func(*args, evaluate=False)
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Structural equality up to the order of the arguments of sums and products."""
+    if type(a) is not type(b):
+        return False
+    if not getattr(a, "args", ()) or not getattr(b, "args", ()):
+        return a == b
+    if len(a.args) != len(b.args):
+        return False
+    if isinstance(a, (sympy.Add, sympy.Mul)):
+        remaining = list(b.args)
+        for arg in a.args:
+            for index, other in enumerate(remaining):
+                if _same(arg, other):
+                    del remaining[index]
+                    break
+            else:
+                return False
+        return True
+    return all(_same(x, y) for x, y in zip(a.args, b.args))
+
+
+_ALWAYS_PENDING = (sympy.Integral, sympy.Sum, sympy.Product, sympy.Limit, sympy.Derivative)
+_CONTAINERS = (sympy.Tuple, sympy.FiniteSet, sympy.Interval, sympy.MatrixBase, sympy.Eq, sympy.Rel, sympy.And)
+
+
+def _flat_mul(node: Any) -> list[Any]:
+    out = []
+    for arg in node.args:
+        if isinstance(arg, sympy.Mul):
+            out.extend(_flat_mul(arg))
+        else:
+            out.append(arg)
+    return out
+
+
+def _flat_add(node: Any) -> list[Any]:
+    out = []
+    for arg in node.args:
+        out.extend(_flat_add(arg) if isinstance(arg, sympy.Add) else [arg])
+    return out
+
+
+def _pending_here(node: Any) -> bool:
+    """Whether SymPy's automatic evaluation would rewrite `node` itself (its arguments already evaluated)."""
+    if isinstance(node, _ALWAYS_PENDING):
+        return True
+    if isinstance(node, (Mixed, *_CONTAINERS)) or numeral(node) is not None or not node.args:
+        return False
+    if isinstance(node, sympy.Add):
+        terms = _flat_add(node)
+        if sum(numeral(t) is not None or t.is_Number for t in terms) > 1:
+            return True  # 7 + 12, x + 1 + 2
+        if any(t == 0 for t in terms):
+            return True
+        evaluated = sympy.Add(*[_evaluate(t) for t in terms])
+        return not _same(evaluated, sympy.Add(*[_evaluate(t) for t in terms], evaluate=False))
+    if isinstance(node, sympy.Mul):
+        if numeral(node) is not None:
+            return False
+        factors = _flat_mul(node)
+        tops = [f for f in factors if (f.is_Number or numeral(f) is not None) and f != -1]
+        bottoms = [f for f in factors if isinstance(f, sympy.Pow) and f.args[0].is_Number and f.args[1] == -1]
+        literal = [f for f in factors if f == -1 or f in tops or f in bottoms]
+        if len(tops) > 1 or len(bottoms) > 1:
+            return True  # 2 \\cdot 3, \\frac{3}{4} \\cdot 1, 1.9 \\times 10 (the power is checked on its own)
+        if bottoms and (
+            bottoms[0].args[0] == 1
+            or (tops and tops[0].is_Integer and math.gcd(int(tops[0]), int(bottoms[0].args[0])) != 1)
+        ):
+            return True  # \\frac{6x}{8}, \\frac{x}{1}
+        if tops and tops[0] == 1 and not bottoms and len(factors) > 1:
+            return True  # \\cdot 1
+        others = [_evaluate(f) for f in factors if f not in literal]
+        coefficient = sympy.Mul(*[_evaluate(f) for f in literal]) if literal else sympy.Integer(1)
+        if len(others) == 1 and isinstance(others[0], sympy.Add):
+            return False  # a coefficient times one sum: SymPy distributes it, writing it is not less evaluated
+        if len(others) > 1 and all(_same(o, others[0]) for o in others) and isinstance(others[0], sympy.Add):
+            return False  # (x+1)(x+1): as factored as (x+1)^2
+        evaluated = sympy.Mul(coefficient, *others)
+        written = (
+            sympy.Mul(coefficient, *others, evaluate=False) if coefficient != 1 else sympy.Mul(*others, evaluate=False)
+        )
+        if len(others) == 1 and coefficient == 1:
+            written = others[0]
+        return not _same(evaluated, written)
+    if isinstance(node, sympy.Pow):
+        base, exponent = node.args
+        if exponent == -1 and (base.is_Integer and base != 1):
+            return False  # 1/q inside a quotient
+        evaluated = sympy.Pow(_evaluate(base), _evaluate(exponent))
+        return not _same(evaluated, sympy.Pow(_evaluate(base), _evaluate(exponent), evaluate=False))
+    if isinstance(node, sympy.log) and len(node.args) == 2:
+        return not _evaluate(node).has(sympy.log)  # \log_2 64 is 6; \log_3 10 stays a logarithm
+    if isinstance(node, (sympy.Union, sympy.Intersection, sympy.Complement)):
+        return True
+    if isinstance(node, (sympy.Function, sympy.Basic)):
+        evaluated = _evaluate(node)
+        return not _same(evaluated, node.func(*[_evaluate(a) for a in node.args], evaluate=False))
+    return False
+
+
+def pending_operations(node: Any) -> int:
+    """How many operations of `node` (as written) SymPy's automatic evaluation would still carry out.
+
+    Example:
+        ```python
+        >>> [pending_operations(read_form(t)) for t in ("2\\\\sqrt{2}", "\\\\sqrt 8", "x^2+2x+1", "x+x", "\\\\frac34")]
+        [0, 1, 0, 1, 0]
+
+        ```
+    """
+    if node is None or not isinstance(node, sympy.Basic):
+        return 0
+    if isinstance(node, Mixed) or numeral(node) is not None:
+        return 0
+    own = 0
+    try:
+        own = int(_pending_here(node))
+    except Exception:  # noqa: BLE001 - an operation SymPy cannot even build is not final
+        own = 1
+    children = node.args
+    if isinstance(node, sympy.MatrixBase):
+        children = tuple(node)
+    return own + sum(pending_operations(c) for c in children if isinstance(c, sympy.Basic))
+
+
+def _polynomial(node: Any) -> bool:
+    value = _evaluate(node)
+    try:
+        return bool(value.free_symbols) and value.is_polynomial(*value.free_symbols)
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def _expanded(node: Any) -> bool:
+    """No product or positive integer power of a sum, as written."""
+    if isinstance(node, sympy.Mul) and any(isinstance(f, sympy.Add) for f in _flat_mul(node)):
+        return False
+    if isinstance(node, sympy.Pow) and isinstance(node.args[0], sympy.Add) and node.args[1].is_positive:
+        return False
+    return all(_expanded(a) for a in getattr(node, "args", ()) if isinstance(a, sympy.Basic))
+
+
+def factor_count(node: Any) -> int:
+    """Multiplicative factors of `node` as written: non-constant factors with multiplicity, plus one for a numeric
+    coefficient other than +-1 (`2(x+1)`: 2, `(x+1)^2`: 2, `x^2-1`: 1)."""
+    if isinstance(node, sympy.Pow) and node.args[1].is_Integer and node.args[1] > 0:
+        return int(node.args[1]) * factor_count(node.args[0])
+    if isinstance(node, sympy.Mul):
+        count = 0
+        for factor in _flat_mul(node):
+            value = numeral(factor) if numeral(factor) is not None else (factor if factor.is_Number else None)
+            if value is not None:
+                count += abs(value) != 1
+            else:
+                count += factor_count(factor)
+        return count
+    return 1
+
+
+def uncancelled_fractions(node: Any) -> int:
+    """Quotients of polynomials, as written, whose numerator and denominator share a non-constant factor."""
+    count = 0
+    if isinstance(node, sympy.Mul):
+        factors = _flat_mul(node)
+        bottom = [f.args[0] for f in factors if isinstance(f, sympy.Pow) and f.args[1].is_negative]
+        top = [f for f in factors if not (isinstance(f, sympy.Pow) and f.args[1].is_negative)]
+        if bottom and top:
+            numerator, denominator = _evaluate(sympy.Mul(*top)), _evaluate(sympy.Mul(*bottom))
+            symbols = numerator.free_symbols | denominator.free_symbols
+            try:
+                if symbols and numerator.is_polynomial(*symbols) and denominator.is_polynomial(*symbols):
+                    count += sympy.degree(sympy.gcd(numerator, denominator), *list(symbols)[:1]) > 0 or bool(
+                        sympy.gcd(numerator, denominator).free_symbols
+                    )
+            except Exception:  # noqa: BLE001
+                pass
+    return count + sum(uncancelled_fractions(a) for a in getattr(node, "args", ()) if isinstance(a, sympy.Basic))
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# The verdict
+# ---------------------------------------------------------------------------------------------------------------------
+
+NOT_FINAL = "not in final form"
+NOT_A_NUMBER = "not a numeric literal"
+SEVERAL_VALUES = "states several values"
+FALSE_RELATION = "a side of its relation is not the answer"
+OTHER_RELATION = "states a relation, not a value"
+UNREADABLE = "answer not readable as written"
+
+
+class FormVerdict(tuple):
+    """`(reason, value_sides)`: `reason` is `None` when the form is final; `value_sides` are the parts of the answer
+    that must each equal the gold (the answer itself, or the sides of its equation that are not names)."""
+
+
+def _is_label(node: Any) -> bool:
+    """A name that labels a value: `x`, `a_1`, `f(x)`, `f(3)`."""
+    if isinstance(node, sympy.Symbol):
+        return True
+    from sympy.core.function import AppliedUndef
+
+    return isinstance(node, AppliedUndef) and all(isinstance(a, (sympy.Symbol, sympy.Number)) for a in node.args)
+
+
+def _relation_sides(node: Any) -> list[Any] | None:
+    """The sides of an equation or a chain of them (`x = 2 + 2 = 4`), else `None`."""
+    if isinstance(node, sympy.Eq):
+        return [*(_relation_sides(node.lhs) or [node.lhs]), node.rhs]
+    if isinstance(node, sympy.And) and all(isinstance(a, sympy.Eq) for a in node.args):
+        sides: list[Any] = []
+        for equation in node.args:
+            for side in (equation.lhs, equation.rhs):
+                if not sides or not _same(sides[-1], side):
+                    sides.append(side)
+        return sides
+    return None
+
+
+def _value_of(node: Any) -> Any:
+    """`x = 2` is the value 2 inside a set or tuple (`x=1 \\text{ or } x=2`)."""
+    sides = _relation_sides(node)
+    if sides and len(sides) == 2 and _is_label(sides[0]):
+        return sides[1]
+    return node
+
+
+def _entries(node: Any) -> list[Any] | None:
+    if isinstance(node, (sympy.Tuple, sympy.FiniteSet)):
+        return [_value_of(a) for a in node.args]
+    if isinstance(node, sympy.Interval):
+        return [node.start, node.end]
+    if isinstance(node, sympy.MatrixBase):
+        return list(node)
+    return None
+
+
+def _approximates(node: Any) -> bool:
+    return isinstance(node, sympy.Basic) and any(
+        getattr(f, "func", None) is not None and str(f.func) == "approx" for f in sympy.preorder_traversal(node)
+    )
+
+
+def _several(node: Any) -> bool:
+    return isinstance(node, (sympy.FiniteSet, sympy.Tuple, sympy.Interval, sympy.Union, sympy.MatrixBase))
+
+
+def judge_form(answer: str, gold: str, kind: str) -> FormVerdict:
+    """The final-form verdict on a prepared answer against its prepared gold (see the module docstring).
+
+    Args:
+        answer (`str`): The answer (after `prepare`).
+        gold (`str`): The gold answer (after `prepare`).
+        kind (`str`): `"math"` or `"number"` (the answer must then be a numeral whatever the gold).
+
+    Returns:
+        `FormVerdict`: `(reason, value_sides)`, with `reason=None` for an answer in final form; each of
+        `value_sides` must still equal the gold (the caller checks values).
+    """
+    tree = read_form(answer)
+    if tree is None:
+        return FormVerdict((UNREADABLE, []))
+    gold_tree = read_form(gold)
+    gold_is_relation = isinstance(gold_tree, (sympy.Rel, sympy.And))
+    sides = None if gold_is_relation else _relation_sides(tree)
+    if sides is not None:
+        values = [side for side in sides if not _is_label(side)]
+        if not values:
+            return FormVerdict((FALSE_RELATION, []))
+    elif (isinstance(tree, (sympy.Rel, sympy.And)) or _approximates(tree)) and not gold_is_relation:
+        return FormVerdict((OTHER_RELATION, []))
+    else:
+        values = [tree]
+    gold_value = gold_tree
+    if gold_tree is not None and not gold_is_relation:
+        gold_sides = _relation_sides(gold_tree)
+        if gold_sides:
+            gold_value = gold_sides[-1]
+    for value in values:
+        problem = _judge_value(value, gold_value, kind)
+        if problem is not None:
+            return FormVerdict((problem, values))
+    return FormVerdict((None, values))
+
+
+def _judge_value(value: Any, gold: Any, kind: str) -> str | None:
+    gold_numeral = numeral(gold) if gold is not None else None
+    if kind == "number" or gold_numeral is not None:
+        return None if numeral(value) is not None else NOT_A_NUMBER
+    if gold is not None and _several(value) and not _several(gold):
+        return SEVERAL_VALUES
+    gold_entries = _entries(gold) if gold is not None else None
+    entries = _entries(value)
+    infinite = (sympy.oo, -sympy.oo)
+    numeric_gold = bool(gold_entries) and all(numeral(e) is not None or e in infinite for e in gold_entries)
+    if numeric_gold and entries and not all(numeral(_value_of(e)) is not None or e in infinite for e in entries):
+        return NOT_FINAL
+    if pending_operations(value) > (pending_operations(gold) if gold is not None else 0):
+        return NOT_FINAL
+    if gold is None:
+        return None
+    if value.has(sympy.Float) and not gold.has(sympy.Float):
+        gold_value = _evaluate(gold)
+        if getattr(gold_value, "is_number", False) and not gold_value.is_rational:
+            return NOT_FINAL  # a decimal approximation of an exact irrational gold
+    if _polynomial(gold):
+        if _expanded(gold) and not _expanded(value):
+            return NOT_FINAL
+        if factor_count(value) < factor_count(gold):
+            return NOT_FINAL
+    if uncancelled_fractions(value) > uncancelled_fractions(gold):
+        return NOT_FINAL
+    return None
+
+
+def evaluate(node: Any) -> Any:
+    """`node` as SymPy's automatic evaluation would have built it (to compare one side of a relation by value)."""
+    return _evaluate(node)
+
+
+def gold_numeral(gold: str) -> sympy.Rational | None:
+    """The exact value of a prepared gold answer that is a numeral (or `x = ` a numeral), else `None`."""
+    tree = read_form(gold)
+    sides = _relation_sides(tree) if tree is not None else None
+    return numeral(sides[-1] if sides else tree)

@@ -1,0 +1,78 @@
+"""The maths red team's cases (issue 25): hostile completions that must not be paid and honest ones that must be.
+
+The cases in `tests/fixtures/maths_redteam.json` were written by a separate red team that had NOT read the grading
+code (only the rule it was meant to follow: a maths answer is paid only in its final form, judged on its own
+structure; only unit words may follow a number; every side of a relation equals the gold; a box states one value; a
+box contradicted after it is refused; an input the grader cannot decide is refused). Their ids and families are kept.
+Two were flipped by the developer after reading them (the `note` of each says why): `rel-work-eq` (`12+7=19`: every
+side of a relation must be final) and `unit-thousand-for-19000` (`19\\ \\text{thousand}`: a multiplier word is not a
+unit). A hostile case passes on 0.0 or `None` (refused or ungraded), an honest one only on 1.0. Every case is
+bounded: the grader's own per-answer deadline, and a 60 s timeout on the test even if the defence fails.
+
+The honest regression check is here too: every gold answer of the fixtures and of the hostile suite, graded against
+itself and against its boxed form in a sentence, must be paid.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from codapo_trl.rewards import configure_grader, grade_answers, math_accuracy_reward
+
+
+FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "maths_redteam.json"
+CASES = json.loads(FIXTURE.read_text(encoding="utf-8"))
+
+
+@pytest.fixture(scope="module", autouse=True)
+def grader():
+    """Same grader settings on every machine: 2 workers, 2 s per answer."""
+    configure_grader(num_workers=2, timeout=2.0, memory_limit_mb=2048)
+    yield
+
+
+def test_the_fixture_has_at_least_as_many_honest_cases_as_hostile_ones():
+    kinds = Counter(case["kind"] for case in CASES)
+    assert set(kinds) == {"hostile", "honest"}
+    assert kinds["honest"] >= kinds["hostile"] >= 200
+    assert len({case["id"] for case in CASES}) == len(CASES)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("case", CASES, ids=[case["id"] for case in CASES])
+def test_red_team_case(case):
+    (reward,) = math_accuracy_reward(
+        completions=[case["completion"]], answer=[case["gold"]], answer_type=[case["answer_type"]]
+    )
+    expected = 1.0 if case["kind"] == "honest" else 0.0
+    assert (reward or 0.0) == expected, (case["id"], case["family"], reward, case["note"])
+
+
+def _all_golds() -> list[tuple[str, str]]:
+    """Every (gold, answer type) of the red-team fixture and of the hostile-completion suite."""
+    from test_hostile_completions import AGREEING_AFTER_BOX, CONTRADICTIONS, HONEST, RESTATEMENTS, STRUCTURED
+
+    golds = {(case["gold"], case["answer_type"]) for case in CASES}
+    golds |= {(gold, "math") for _, _, gold in [*RESTATEMENTS.values(), *HONEST.values()]}
+    golds |= {(gold, "math") for gold, _, _ in STRUCTURED.values()}
+    golds |= {(gold, kind) for _, gold, kind in [*CONTRADICTIONS.values(), *AGREEING_AFTER_BOX.values()]}
+    return sorted(golds)
+
+
+@pytest.mark.timeout(120)
+def test_every_gold_is_paid_against_itself_and_boxed_in_a_sentence():
+    """The honest regression check: a gold answer is in its own final form, so it is paid as it is and boxed."""
+    golds = _all_golds()
+    assert len(golds) > 100
+    predictions = [f"The answer is {gold}." for gold, _ in golds]
+    predictions += [f"We compute it step by step, so the answer is $\\boxed{{{gold}}}$." for gold, _ in golds]
+    doubled = golds + golds
+    results = grade_answers(predictions, [g for g, _ in doubled], [k for _, k in doubled])
+    unpaid = [(g, k, p, r.reason) for (g, k), p, r in zip(doubled, predictions, results) if r.reward != 1.0]
+    # A gold written as a sentence fragment ("The answer is \\text{(C)}.") is read as prose by the phrase rule;
+    # the boxed form is the one the policy is asked for. Both must be paid for every maths gold.
+    assert not unpaid, unpaid
