@@ -100,8 +100,8 @@ def _answer_fragment(rest: str) -> str | None:
     end = _FRAGMENT_END_RE.search(rest)
     fragment = rest[: end.start()] if end else rest
     fragment = _strip_math_delimiters(fragment.strip(" \t*"))
-    if fragment.count("$") == 1:  # a currency sign, not a math delimiter
-        fragment = fragment.replace("$", "")
+    if fragment.count("$") == 1:  # a currency sign (`$19`, `\\$19`), not a math delimiter
+        fragment = fragment.replace("\\$", "").replace("$", "")
     return fragment.strip(" .*") or None
 
 

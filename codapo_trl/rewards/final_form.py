@@ -61,7 +61,7 @@ _TEXT_COMMANDS = (
 _TEXT_RE = re.compile(r"\\(" + "|".join(sorted(_TEXT_COMMANDS, key=len, reverse=True)) + r")\s*\{")
 _DROPPED_WITH_ARGUMENT_RE = re.compile(r"\\(?:color|phantom|hphantom|vphantom)\s*\{")
 _TEXTCOLOR_RE = re.compile(r"\\textcolor\s*\{[^{}]*\}")
-_SPACING_RE = re.compile(r"\\(?:[,;:! ]|quad|qquad|displaystyle|textstyle|scriptstyle)|~")
+_SPACING_RE = re.compile(r"(?<!\\)\\(?:[,;:! ]|quad|qquad|displaystyle|textstyle|scriptstyle)|~")
 _DIGIT_GROUP_RE = re.compile(r"(?<=\d)\\[,;:! ](?=\d{3}(?!\d))")
 _DEGREE_RE = re.compile(r"\^\s*\{?\s*\\circ\s*\}?|\\circ|\u00b0")
 _PERCENT_RE = re.compile(r"\\?%")
@@ -257,6 +257,18 @@ def _reader_class() -> type:
                         return Mixed(whole, p, q)
             return super().convert_postfix_list(arr, i)
 
+        def convert_comp(self, comp):
+            if comp.det():
+                return sympy.Determinant(sympy.ImmutableMatrix(self.convert_matrix(comp.det())))
+            return super().convert_comp(comp)
+
+        def convert_func(self, func):
+            single = func.func_normal_single_arg()
+            if single is not None and single.start.text == "\\det":
+                argument = func.func_single_arg() or func.func_single_arg_noparens()
+                return sympy.Determinant(sympy.ImmutableMatrix(self.convert_func_arg(argument)))
+            return super().convert_func(func)
+
         def convert_relation(self, rel):
             if not rel.expr() and rel.APPROX():
                 return sympy.Function("approx")(
@@ -416,7 +428,7 @@ def _same(a: Any, b: Any) -> bool:
     return all(_same(x, y) for x, y in zip(a.args, b.args))
 
 
-_ALWAYS_PENDING = (sympy.Integral, sympy.Sum, sympy.Product, sympy.Limit, sympy.Derivative)
+_ALWAYS_PENDING = (sympy.Integral, sympy.Sum, sympy.Product, sympy.Limit, sympy.Derivative, sympy.Determinant)
 _CONTAINERS = (sympy.Tuple, sympy.FiniteSet, sympy.Interval, sympy.MatrixBase, sympy.Eq, sympy.Rel, sympy.And)
 
 

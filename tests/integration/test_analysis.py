@@ -691,15 +691,15 @@ def completion(text, n=3):
     return Completion(text, n, "stop", token_ids=tuple(range(1, n + 1)))
 
 
-def test_grading_is_evaluations_and_sees_the_question():
-    """An answer that restates the question scores 0 (the maths grader's `questions=`), as in training and evaluation;
-    the same answer to a question that does not contain it is correct, so the question is what decides."""
+def test_grading_is_evaluations_and_judges_the_final_form():
+    """An unevaluated answer scores 0 whatever the question says (the final-form rule, as in training and
+    evaluation): `12 + 2` for the gold 14 is refused for a question that contains it and for one that does not."""
     asked = Question(0, "q", 1, [], "What is 12 + 2?", "14", "math")
     other = Question(1, "r", 1, [], "Add twelve and two.", "14", "math")
     samples = [completion(r"so \boxed{12 + 2}"), completion(r"so \boxed{14}")]
     verdicts = grade_groups([asked, other], [samples, samples])
-    assert [[v.correct for v in group] for group in verdicts] == [[False, True], [True, True]]
-    assert verdicts[0][0].reason == "restates the question"
+    assert [[v.correct for v in group] for group in verdicts] == [[False, True], [False, True]]
+    assert verdicts[0][0].reason == verdicts[1][0].reason == "not a numeric literal"
 
 
 def ungraded_result(group_by="level"):

@@ -53,10 +53,15 @@ def test_red_team_case(case):
 
 
 def _all_golds() -> list[tuple[str, str]]:
-    """Every (gold, answer type) of the red-team fixture and of the hostile-completion suite."""
+    """Every (gold, answer type) of the red-team fixture, of the hostile-completion suite and of the experiments'
+    arithmetic task (every level of its test split)."""
     from test_hostile_completions import AGREEING_AFTER_BOX, CONTRADICTIONS, HONEST, RESTATEMENTS, STRUCTURED
 
+    from codapo_trl.data import load_math_dataset
+
+    arithmetic = load_math_dataset("arithmetic", "test", num_per_level=10)
     golds = {(case["gold"], case["answer_type"]) for case in CASES}
+    golds |= {(gold, kind) for gold, kind in zip(arithmetic["answer"], arithmetic["answer_type"])}
     golds |= {(gold, "math") for _, _, gold in [*RESTATEMENTS.values(), *HONEST.values()]}
     golds |= {(gold, "math") for gold, _, _ in STRUCTURED.values()}
     golds |= {(gold, kind) for _, gold, kind in [*CONTRADICTIONS.values(), *AGREEING_AFTER_BOX.values()]}
@@ -67,7 +72,7 @@ def _all_golds() -> list[tuple[str, str]]:
 def test_every_gold_is_paid_against_itself_and_boxed_in_a_sentence():
     """The honest regression check: a gold answer is in its own final form, so it is paid as it is and boxed."""
     golds = _all_golds()
-    assert len(golds) > 100
+    assert len(golds) > 120
     predictions = [f"The answer is {gold}." for gold, _ in golds]
     predictions += [f"We compute it step by step, so the answer is $\\boxed{{{gold}}}$." for gold, _ in golds]
     doubled = golds + golds
