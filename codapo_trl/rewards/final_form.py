@@ -17,7 +17,9 @@ written: `\\frac68` stays a quotient of 6 by 8, `\\binom84` a binomial, `-(-19)`
    factored gold asks for at least as many factors (`factor_count`); a fraction of polynomials may not keep a common
    factor the gold has cancelled (`uncancelled_fractions`).
 4. **Relations.** When the gold is not a relation, each side of an equation in the answer that is not a bare name
-   (`x`, `f(x)`, `a_1`) must equal the gold and be in final form by the rules above (`value_sides`).
+   (`x`, `f(x)`, `a_1`) must equal the gold, and the last of them is the answer whose form is judged by the rules
+   above: `12 + 7 = 19` and `x = 19` are paid, `20 = 19` and `x^2+2x+1 = (x+1)^2` (for an expanded gold) are not.
+   Any other relation (`<`, `\\ne`, `\\approx`) states no value.
 5. **One value.** A set or list of values (`\\pm`, `or`, a comma list) is an answer only where the gold is one.
 
 What still rests on lists is said in docs/rewards.md: the unit words a number may carry (`text_groups`), the LaTeX
@@ -145,7 +147,7 @@ def prepare(latex: str) -> tuple[str | None, str | None]:
     Example:
         ```python
         >>> prepare(r"19\\,\\text{km}"), prepare(r"\\color{red}{19}\\%"), prepare(r"19\\text{ thousand}")
-        (('19', None), ('{19}', None), (None, 'words the grader cannot read as a unit'))
+        (('19', None), ('19', None), (None, 'words the grader cannot read as a unit'))
 
         ```
     """
@@ -686,11 +688,7 @@ def judge_form(answer: str, gold: str, kind: str) -> FormVerdict:
         gold_sides = _relation_sides(gold_tree)
         if gold_sides:
             gold_value = gold_sides[-1]
-    for value in values:
-        problem = _judge_value(value, gold_value, kind)
-        if problem is not None:
-            return FormVerdict((problem, values))
-    return FormVerdict((None, values))
+    return FormVerdict((_judge_value(values[-1], gold_value, kind), values))
 
 
 def _judge_value(value: Any, gold: Any, kind: str) -> str | None:

@@ -4,9 +4,9 @@ The cases in `tests/fixtures/maths_redteam.json` were written by a separate red 
 code (only the rule it was meant to follow: a maths answer is paid only in its final form, judged on its own
 structure; only unit words may follow a number; every side of a relation equals the gold; a box states one value; a
 box contradicted after it is refused; an input the grader cannot decide is refused). Their ids and families are kept.
-Two were flipped by the developer after reading them (the `note` of each says why): `rel-work-eq` (`12+7=19`: every
-side of a relation must be final) and `unit-thousand-for-19000` (`19\\ \\text{thousand}`: a multiplier word is not a
-unit). A hostile case passes on 0.0 or `None` (refused or ungraded), an honest one only on 1.0. Every case is
+Two were flipped by the developer after reading them (the `note` of each says why): `expr-eq-both-forms-rev`
+(`(x+1)^2 = x^2+2x+1` for an expanded gold: the last side is the answer, as in the red team's own `12+7=19`) and
+`unit-thousand-for-19000` (`19\\ \\text{thousand}`: a multiplier word is not a unit). A hostile case passes on 0.0 or `None` (refused or ungraded), an honest one only on 1.0. Every case is
 bounded: the grader's own per-answer deadline, and a 60 s timeout on the test even if the defence fails.
 
 The honest regression check is here too: every gold answer of the fixtures and of the hostile suite, graded against
@@ -15,6 +15,7 @@ itself and against its boxed form in a sentence, must be paid.
 
 from __future__ import annotations
 
+import doctest
 import json
 from collections import Counter
 from pathlib import Path
@@ -33,6 +34,15 @@ def grader():
     """Same grader settings on every machine: 2 workers, 2 s per answer."""
     configure_grader(num_workers=2, timeout=2.0, memory_limit_mb=2048)
     yield
+
+
+def test_doctests():
+    """The final-form measures and the number-word reader, on their own examples."""
+    from codapo_trl.rewards import checks, final_form
+
+    for module in (final_form, checks):
+        result = doctest.testmod(module)
+        assert result.attempted >= 1 and result.failed == 0, module.__name__
 
 
 def test_the_fixture_has_at_least_as_many_honest_cases_as_hostile_ones():

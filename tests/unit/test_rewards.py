@@ -142,15 +142,22 @@ def test_number_type_requires_a_literal():
         r"\boxed{5+2}",  # equals 7, but it only restates the question
         r"\boxed{7}",
         "The answer is 5 + 2.",
-        "The answer is 5 + 2 = 7.",  # every side of a relation must be final: `5 + 2` is not (issue 25)
+        "The answer is 5 + 2 = 7.",  # computed, then stated: every side equals 7 and the last one is a literal
         r"\boxed{7 \text{ apples}}",
         r"\boxed{7x}",
         r"\boxed{\frac{14}{2}}",
         r"\boxed{3.5\cdot 2}",
     ]
-    expected = [0.0, 1.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0]
+    expected = [0.0, 1.0, 0.0, 1.0, 1.0, 0.0, 0.0, 0.0]
     assert rewards_for(completions, ["7"] * len(completions), ["number"] * len(completions)) == expected
-    assert rewards_for(["The answer is x = 7.", r"\boxed{7 = 7}"], ["7", "7"], ["number", "number"]) == [1.0, 1.0]
+    assert rewards_for(
+        ["The answer is x = 7.", r"\boxed{7 = 7}", r"\boxed{7 = 5+2}", r"\boxed{8 = 7}"], ["7"] * 4
+    ) == [
+        1.0,
+        1.0,
+        0.0,  # the last side is the answer, and it is not final
+        0.0,  # every side must equal the gold
+    ]
     # Typed "math" (default), \boxed{5+2} is refused too: the gold 7 is a numeral, so the answer must be one
     # (issue 25: the gold's form, not the type label, decides); an expression gold keeps expressions.
     assert rewards_for([r"\boxed{5+2}", r"\boxed{2 \cdot 3}"], ["7", r"3 \times 2"]) == [0.0, 1.0]
