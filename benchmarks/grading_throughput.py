@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import glob
+import inspect
 import json
 import logging
 import statistics
@@ -74,6 +75,12 @@ def math_workload() -> list[tuple[str, str, str, str]]:
 
 
 def _clear_caches() -> None:
+    try:  # the final-form reader's cache (issue 25); absent before it
+        from codapo_trl.rewards.final_form import read_form
+
+        read_form.cache_clear()
+    except ImportError:
+        pass
     grading._cache.clear()
     grading._gold_cache.clear()
     for name in dir(grading):
@@ -86,7 +93,10 @@ def one_pass(items: list[tuple[str, str, str, str]]) -> float:
     """CPU seconds to grade `items` once, caches emptied first."""
     _clear_caches()
     start = time.process_time()
-    grade_answers([i[0] for i in items], [i[1] for i in items], [i[2] for i in items], [i[3] for i in items])
+    columns = [[i[0] for i in items], [i[1] for i in items], [i[2] for i in items]]
+    if "questions" in inspect.signature(grade_answers).parameters:  # the grader before issue 25 read the questions
+        columns.append([i[3] for i in items])
+    grade_answers(*columns)
     return time.process_time() - start
 
 
