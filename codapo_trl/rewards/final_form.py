@@ -157,8 +157,7 @@ def prepare(latex: str) -> tuple[str | None, str | None]:
         end = _braced(text, match.end() - 1)
         if end is None:
             return None, WORDS
-        keep = "" if "phantom" in match.group() else ""
-        text = text[: match.start()] + keep + text[end:]
+        text = text[: match.start()] + text[end:]
     text = _DIGIT_GROUP_RE.sub("", text)  # 19\\,000 is 19000
     text = _SPACING_RE.sub(" ", text)
     text = _DEGREE_RE.sub("", text)
@@ -181,14 +180,16 @@ def prepare(latex: str) -> tuple[str | None, str | None]:
         if reading is None:
             return None, WORDS
         tail = text[end:]
-        if reading in ("",) or _WORD_RE.fullmatch(content.strip(" .~")):
-            unit_power = _UNIT_POWER_RE.match(tail)
-            if unit_power and reading == "":
-                tail = tail[unit_power.end() :]
+        words = _WORD_RE.findall(content)
+        unit_power = _UNIT_POWER_RE.match(tail)
+        if unit_power and words and words[-1].lower() in unit_words():  # \\text{ cm}^2, \\text{19 cm}^2
+            tail = tail[unit_power.end() :]
         if reading.startswith("\\text{"):
             return text.strip(), None  # a word answer, compared by math-verify
         text = text[: match.start()] + (" " + reading + " " if reading else " ") + tail
     text = re.sub(r"\s+", " ", text).strip()
+    if text.endswith(".") and not text.endswith(".."):
+        text = text[:-1].rstrip()  # the sentence's full stop written inside the box: 19.
     while text.startswith("{") and _braced(text, 0) == len(text):
         text = text[1:-1].strip()  # {19}: a group, not a set
     return (text or None), (None if text else WORDS)
@@ -476,7 +477,7 @@ def _pending_here(node: Any) -> bool:
             return True  # 2 \\cdot 3, \\frac{3}{4} \\cdot 1, 1.9 \\times 10 (the power is checked on its own)
         if bottoms and (
             bottoms[0].args[0] == 1
-            or (tops and tops[0].is_Integer and math.gcd(int(tops[0]), int(bottoms[0].args[0])) != 1)
+            or (tops and tops[0].is_Integer and bottoms[0].args[0].is_Integer and math.gcd(int(tops[0]), int(bottoms[0].args[0])) != 1)
         ):
             return True  # \\frac{6x}{8}, \\frac{x}{1}
         if tops and tops[0] == 1 and not bottoms and len(factors) > 1:

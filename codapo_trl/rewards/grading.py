@@ -1,16 +1,20 @@
 """The answer grader behind the maths reward, `codapo-eval` and the analysis: `grade_answers`.
 
-Three rules on top of math-verify equivalence keep the grade honest and training alive:
+Four rules on top of math-verify equivalence keep the grade honest and training alive:
 
 1. **Only an anchored answer is paid** (`codapo_trl.rewards.extraction`): the last `\\boxed{...}`, else the text after
    the last final-answer phrase; a bare expression earns 0. A right box that the completion goes on to contradict
    (`\\boxed{23} = 26. The answer is 26.`: an answer stated after the box that the same grader reads as a different
-   value) earns 0 too, unless the grader is told to read the last box only (`read_after_box`).
-2. **Typed questions.** An optional `answer_type` column per row: `"math"` (default, math-verify equivalence),
-   `"number"` (the answer must be a numeric literal such as `7`, `-3`, `2.5` or `1,000`, so `\\boxed{5+2}` earns 0
-   even though it equals 7) or `"choice"` (a letter A-J, compared case-insensitively with the gold letter). An answer
-   that restates its question earns 0 (`codapo_trl.rewards.checks`).
-3. **Bounded time, no crash.** math-verify runs in worker processes (`codapo_trl.rewards.deadline_pool`) with its own
+   value), or follows with a statement the grader cannot decide, earns 0 too, unless the grader is told to read the
+   last box only (`read_after_box`).
+2. **Only the final form is paid** (`codapo_trl.rewards.final_form`): judged on the answer's parse tree against the
+   gold's, never on the question's wording. A numeric gold asks for a numeral (`\\boxed{5+2}` earns 0 for 7); no
+   answer may be less evaluated than its gold (`\\sqrt 8` for `2\\sqrt2`, `(x+1)^2` for an expanded gold); only unit
+   words may follow a number; every side of an equation must equal the gold; a box states one value.
+3. **Typed questions.** An optional `answer_type` column per row: `"math"` (default, math-verify equivalence),
+   `"number"` (the answer must be a numeral whatever the gold) or `"choice"` (one letter A-J, compared
+   case-insensitively with the gold letter).
+4. **Bounded time, no crash.** math-verify runs in worker processes (`codapo_trl.rewards.deadline_pool`) with its own
    signal-based timeouts disabled; each answer gets about 2 s, after which the worker is killed and replaced and
    the answer scores 0. Cheap checks in the calling process reject absurd answers (huge power towers, deep nesting,
    very long answers) before they reach SymPy. A gold answer that cannot be parsed gives `None` (TRL ignores it),

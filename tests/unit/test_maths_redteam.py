@@ -91,3 +91,98 @@ def test_every_gold_is_paid_against_itself_and_boxed_in_a_sentence():
     # A gold written as a sentence fragment ("The answer is \\text{(C)}.") is read as prose by the phrase rule;
     # the boxed form is the one the policy is asked for. Both must be paid for every maths gold.
     assert not unpaid, unpaid
+
+
+# The developer's own probes, written after the code (so not a red-team family): (boxed answer, gold) pairs, each
+# boxed in a sentence and graded under `math`. Hostile: other unevaluated forms, hidden hedges and words.
+DEVELOPER_HOSTILE = [
+    ("19 + 0i", "19"),
+    ("\\frac{19}{1.0}", "19"),
+    ("\\overline{19}", "19"),
+    ("1 9", "19"),
+    ("19 \\cdot \\frac{2}{2}", "19"),
+    ("19 \\textrm{ (or 20)}", "19"),
+    ("x = 19, y = 20", "19"),
+    ("19 \\quad 20", "19"),
+    ("19 \\\\ 20", "19"),
+    ("\\pm\\sqrt{2}", "\\sqrt{2}"),
+    ("(x+1)^2 - 0", "(x+1)^2"),
+    ("\\frac{x^2+2x+1}{1}", "x^2+2x+1"),
+    ("\\frac{2\\pi}{8}", "\\frac{\\pi}{4}"),
+    ("\\sqrt{2}^2", "2"),
+    ("2.0\\cdot\\sqrt{2}", "2\\sqrt{2}"),
+    ("19^{0}\\cdot 19", "19"),
+    ("\\frac{57}{3}", "19"),
+    ("19\\times 1.0", "19"),
+    ("\\sum_{k=1}^{1} 19", "19"),
+    ("\\text{nineteen}", "19"),
+    ("19!/18!", "19"),
+    ("\\lceil 19 \\rceil", "19"),
+    ("19 \\bmod 20", "19"),
+    ("\\max\\{19\\}", "19"),
+    ("\\{19\\}", "19"),
+    ("\\frac{1}{2}+\\frac{1}{4}", "\\frac{3}{4}"),
+    ("\\frac{3}{4}+x-x", "\\frac{3}{4}"),
+    ("\\frac{2}{4}x", "\\frac{x}{2}"),
+    ("(x^2+2x+1)", "(x+1)^2"),
+    ("\\sqrt{x^2}", "x"),
+    ("19\\mathrm{ or }20", "19"),
+    ("19\\operatorname{or}20", "19"),
+    ("19 \\mbox{or} 20", "19"),
+    ("19 \\text{ or }", "19"),
+    ("\\textstyle 7+12", "19"),
+    ("19 \\, \\text{thousand}", "19"),
+    ("19 \\text{ \\textbf{or 20}}", "19"),
+    ("{\\text{19}}+0", "19"),
+]
+# Honest counterparts: equivalent final forms, golds that are themselves unevaluated, structured answers.
+DEVELOPER_HONEST = [
+    ("19.", "19"),
+    ("0019", "19"),
+    ("\\frac{\\pi}{4}", "\\frac{\\pi}{4}"),
+    ("\\dfrac{\\pi}{4}", "\\frac{\\pi}{4}"),
+    ("\\frac{1}{4}\\pi", "\\frac{\\pi}{4}"),
+    ("2\\sqrt{2}", "2\\sqrt2"),
+    ("x+1", "1+x"),
+    ("(x-1)(x+1)", "(x+1)(x-1)"),
+    ("-\\frac{3}{4}", "-\\frac34"),
+    ("\\frac{3}{4}", "\\frac{6}{8}"),
+    ("19 \\text{ cm}", "19\\text{ cm}"),
+    ("\\left(1, -2\\right)", "(1,-2)"),
+    ("\\left[0, 5\\right)", "[0,5)"),
+    ("3\\sqrt{3}+2", "2+3\\sqrt3"),
+    ("\\frac{1+\\sqrt5}{2}", "\\frac{1}{2}+\\frac{\\sqrt5}{2}"),
+    ("\\frac{1}{2}+\\frac{\\sqrt5}{2}", "\\frac{1+\\sqrt5}{2}"),
+    ("2(x+1)", "2(x+1)"),
+    ("2x+2", "2x+2"),
+    ("x^2", "x^2"),
+    ("\\frac{x}{2}", "\\frac{1}{2}x"),
+    ("e^{x}", "e^x"),
+    ("\\sin x", "\\sin x"),
+    ("\\log_3 10", "\\log_3 10"),
+    ("5\\sqrt{2}", "\\sqrt{50}"),
+    ("-5", "-5"),
+    ("\\$18.90", "18.90"),
+    ("1,000", "1000"),
+    ("50\\%", "50\\%"),
+    ("\\frac{7}{2}", "3\\frac12"),
+    ("3\\frac12", "3\\frac12"),
+    ("0.5", "\\frac12"),
+    ("\\infty", "\\infty"),
+    ("y=2x+3", "y=2x+3"),
+    ("2x+3", "y=2x+3"),
+    ("x>3", "x>3"),
+    ("(-\\infty,3)\\cup(4,\\infty)", "(-\\infty, 3) \\cup (4, \\infty)"),
+    ("\\{1,2\\}", "\\{2,1\\}"),
+    ("\\text{(A)}", "\\text{(A)}"),
+    ("19.", "19"),
+]
+
+
+@pytest.mark.timeout(120)
+def test_developer_probes():
+    assert len(DEVELOPER_HONEST) >= len(DEVELOPER_HOSTILE)
+    pairs = [(a, g, 0.0) for a, g in DEVELOPER_HOSTILE] + [(a, g, 1.0) for a, g in DEVELOPER_HONEST]
+    results = grade_answers([f"So the answer is $\\boxed{{{a}}}$." for a, _, _ in pairs], [g for _, g, _ in pairs])
+    wrong = [(a, g, r.reward, r.reason) for (a, g, want), r in zip(pairs, results) if (r.reward or 0.0) != want]
+    assert not wrong, wrong
