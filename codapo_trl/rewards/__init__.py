@@ -3,7 +3,7 @@
 - `math` -- the maths reward for TRL (`math_accuracy_reward`, binary accuracy, the paper's reward);
 - `grading` -- the grader behind it and `codapo-eval` (`grade_answers`, `configure_grader`, the verdict reasons),
   with `extraction` (which part of an output is its final answer), `final_form` (an answer is paid only in its
-  final form, judged on its parse tree) and `checks` (answer types, absurd answers);
+  final form, judged on the parse tree that `form_reading` builds) and `checks` (answer types, absurd answers);
 - `code` -- the code-execution reward (pass rate of the completion's code on the problem's tests, in the sandbox);
   imported on first use, so maths training never loads the sandbox;
 - `deadline_pool` -- worker processes with a hard time limit per input (math-verify runs there);

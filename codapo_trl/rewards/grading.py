@@ -1,5 +1,9 @@
 """The answer grader behind the maths reward, `codapo-eval` and the analysis: `grade_answers`.
 
+Length: about 610 lines: the verdict reasons, the worker-side grading, the grader's settings and shared pool, its
+caches and the public entry point share one cache and one set of reasons; the rules themselves live in `extraction`,
+`final_form` and `checks`.
+
 Four rules on top of math-verify equivalence keep the grade honest and training alive:
 
 1. **Only an anchored answer is paid** (`codapo_trl.rewards.extraction`): the last `\\boxed{...}`, else the text after
@@ -59,8 +63,8 @@ from codapo_trl.rewards.final_form import (
     OTHER_RELATION,
     SEVERAL_VALUES,
     UNREADABLE,
-    WORDS,
 )
+from codapo_trl.rewards.form_reading import WORDS
 
 
 logger = logging.getLogger(__name__)
@@ -171,18 +175,18 @@ def _grade_pair(payload: tuple) -> tuple[bool | None, str | None, str | None, st
     """
     from math_verify import verify
 
-    from codapo_trl.rewards import final_form
+    from codapo_trl.rewards import final_form, form_reading
 
     predicted, gold = payload[0], payload[1]
     kind = payload[2] if len(payload) > 2 else "math"
-    prepared_gold = final_form.prepare(gold)[0] or gold
+    prepared_gold = form_reading.prepare(gold)[0] or gold
     gold_parsed = _parse_answer(prepared_gold)
     if not gold_parsed:
         return None, GOLD_UNPARSEABLE, None, None
     gold_text = _shorten(gold_parsed[0])
     if predicted is None:
         return False, None, None, gold_text
-    prepared, problem = final_form.prepare(predicted)
+    prepared, problem = form_reading.prepare(predicted)
     if problem is not None:
         return False, problem, None, gold_text
     predicted_parsed = _parse_answer(prepared)
@@ -200,7 +204,7 @@ def _grade_pair(payload: tuple) -> tuple[bool | None, str | None, str | None, st
     if reason is not None:
         return False, reason, predicted_text, gold_text
     gold_number = final_form.gold_numeral(prepared_gold)
-    whole = len(sides) == 1 and sides[0] is final_form.read_form(prepared)
+    whole = len(sides) == 1 and sides[0] is form_reading.read_form(prepared)
     for side in sides:
         number = final_form.numeral(side)
         if number is not None and gold_number is not None:

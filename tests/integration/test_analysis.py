@@ -769,7 +769,9 @@ def test_analyze_checkpoints_grades_with_the_golds_and_leaves_ungraded_out(run_d
 
     def grade(predictions, golds, answer_types=None):
         seen.extend(golds)
-        return [GradeResult(None, "x", g) if g == "10" else fake_grade([p], [g])[0] for p, g in zip(predictions, golds)]
+        return [
+            GradeResult(None, "x", g) if g == "10" else fake_grade([p], [g])[0] for p, g in zip(predictions, golds)
+        ]
 
     monkeypatch.setattr("codapo_trl.rewards.grade_answers", grade)
     result = analyze_checkpoints(

@@ -38,9 +38,9 @@ def grader():
 
 def test_doctests():
     """The final-form measures and the number-word reader, on their own examples."""
-    from codapo_trl.rewards import checks, final_form
+    from codapo_trl.rewards import checks, final_form, form_reading
 
-    for module in (final_form, checks):
+    for module in (final_form, form_reading, checks):
         result = doctest.testmod(module)
         assert result.attempted >= 1 and result.failed == 0, module.__name__
 
