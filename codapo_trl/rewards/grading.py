@@ -189,27 +189,30 @@ def _grade_pair(payload: tuple) -> tuple[bool | None, str | None, str | None, st
     prepared, problem = form_reading.prepare(predicted)
     if problem is not None:
         return False, problem, None, gold_text
-    predicted_parsed = _parse_answer(prepared)
-    if not predicted_parsed:
-        return False, UNPARSEABLE_ANSWER, None, gold_text
-    predicted_text = _shorten(predicted_parsed[0])
     if kind == "value":
-        return (
-            bool(verify(list(gold_parsed), list(predicted_parsed), timeout_seconds=None)),
-            None,
-            predicted_text,
-            gold_text,
-        )
+        predicted_parsed = _parse_answer(prepared)
+        if not predicted_parsed:
+            return False, UNPARSEABLE_ANSWER, None, gold_text
+        correct = verify(list(gold_parsed), list(predicted_parsed), timeout_seconds=None)
+        return bool(correct), None, _shorten(predicted_parsed[0]), gold_text
+    # The form first: an answer refused for its form, or a numeral against a numeral, needs no math-verify parse.
     reason, sides = final_form.judge_form(prepared, prepared_gold, kind)
+    tree = form_reading.read_form(prepared)
+    predicted_text = None if tree is None else _shorten(tree)
     if reason is not None:
         return False, reason, predicted_text, gold_text
     gold_number = final_form.gold_numeral(prepared_gold)
-    whole = len(sides) == 1 and sides[0] is form_reading.read_form(prepared)
+    whole = len(sides) == 1 and sides[0] is tree
     for side in sides:
         number = final_form.numeral(side)
         if number is not None and gold_number is not None:
             equal = number == gold_number  # exactly: 0.7500000001 is not 3/4
+            predicted_text = _shorten(number) if whole else predicted_text
         elif whole:
+            predicted_parsed = _parse_answer(prepared)
+            if not predicted_parsed:
+                return False, UNPARSEABLE_ANSWER, predicted_text, gold_text
+            predicted_text = _shorten(predicted_parsed[0])
             equal = verify(list(gold_parsed), list(predicted_parsed), timeout_seconds=None)
         else:
             equal = verify(list(gold_parsed), [final_form.evaluate(side)], timeout_seconds=None)
