@@ -36,7 +36,7 @@ _FRAGMENT_END_RE = re.compile(
 _MATH_DELIMITERS = (("$$", "$$"), ("\\[", "\\]"), ("\\(", "\\)"), ("$", "$"))
 # What may stand between a box and a relation written after it: spaces, math delimiters, bold, TeX spacing, a line
 # break, a stray brace ("**$\boxed{23}$** = 26", "$\boxed{23}$$\,= 26$", "\boxed{19} \\ = 20").
-_GAP = r"(?:\s|\$|\\\)|\\\]|\*|\}|~|\\[,;:! ]|\\quad\b|\\qquad\b|\\\\)*"
+_GAP = r"(?:\s|\$|\\\)|\\\]|\*|\}|~|\\[,;:! ]|\\quad\b|\\qquad\b|\\\\|\\(?:text|mbox|textbf|textrm|mathrm)\s*\{)*"
 # A relation that states a value: "= 26", "== 26", ":= 26", "\approx 26", "\Rightarrow 26", "\to 26".
 _EQUALITY_AFTER_BOX_RE = re.compile(
     _GAP
@@ -48,6 +48,8 @@ _QUALIFIER_AFTER_BOX_RE = re.compile(
     _GAP + r"(?:\u2260|\u2264|\u2265|<|>|\\(?:neq?|le|ge|leq|geq|lt|gt|pm|mp|lor|vee)(?![A-Za-z])"
     r"|\\(?:text|mbox|textbf|mathrm)\s*\{\s*(?:or|and)\b|or\b)"
 )
+# Written against the box, it changes the value it shows: \boxed{2}^{10}, \boxed{19}_{8}, \boxed{19}\%, \boxed{1}9.
+_MODIFIER_AFTER_BOX_RE = re.compile(r"\s*(?:\^|_|'|\\%|%)|\.?\d")
 # After the box, phrases that state an answer, more than the extraction's: "Answers: 26", "the answer, however, is
 # 26", "it should be 26", "actually 26", "i.e. 26", "the correct answer is 26".
 _PHRASE_AFTER_BOX_RE = re.compile(
@@ -155,8 +157,9 @@ def stated_after_box(text: str | None) -> list[str]:
     end of the sentence or line), and the text after the last answer phrase there (`The answer is 26`, `Answers: 26`,
     `the answer, however, is 26`, `it should be 26`, `actually 26`, `i.e. 26`). `UNDECIDABLE` stands for what the
     grader must refuse without reading: a qualifying relation or connective right after the box (`\\neq 19`,
-    `< 20`, `\\text{ or } 20`), a retraction (`that's wrong`), a statement longer than 1 000 characters. Anything
-    else after the box (working, prose, a bare expression) states no answer. Like `extract_final_answer`, only the
+    `< 20`, `\\text{ or } 20`), a mark written against the box that changes the value it shows (`\\boxed{2}^{10}`,
+    `\\boxed{19}\\%`, `\\boxed{1}9`), a retraction (`that's wrong`), a statement longer than 1 000 characters.
+    Anything else after the box (working, prose, a bare expression) states no answer. Like `extract_final_answer`, only the
     last 32 768 characters are searched; without a closed last box the list is empty.
 
     Args:
@@ -181,7 +184,7 @@ def stated_after_box(text: str | None) -> list[str]:
     if not after:
         return []
     stated = []
-    if _QUALIFIER_AFTER_BOX_RE.match(after) or _RETRACTION_RE.search(after):
+    if _QUALIFIER_AFTER_BOX_RE.match(after) or _MODIFIER_AFTER_BOX_RE.match(after) or _RETRACTION_RE.search(after):
         return [UNDECIDABLE]
     relation = _EQUALITY_AFTER_BOX_RE.match(after)
     if relation is not None:

@@ -40,6 +40,7 @@ _PERCENT_RE = re.compile(r"\\?%")
 _UNIT_POWER_RE = re.compile(r"\s*\^\s*(?:\{\s*\d\s*\}|\d)")
 _NUMBER_RE = re.compile(r"[-+]?(?:\d+(?:[.,]\d+)*|\.\d+)")
 _WORD_RE = re.compile(r"[A-Za-z]+")
+_TRAILING_WORDS_RE = re.compile(r"(?<=\d)\s+([A-Za-z]+(?:\s*/\s*[A-Za-z]+|\s+[A-Za-z]+)*)\s*\.?$")
 
 
 @functools.cache
@@ -158,6 +159,10 @@ def prepare(latex: str) -> tuple[str | None, str | None]:
             return text.strip(), None  # a word answer, compared by math-verify
         text = text[: match.start()] + (" " + reading + " " if reading else " ") + tail
     text = re.sub(r"\s+", " ", text).strip()
+    trailing = _TRAILING_WORDS_RE.search(text)
+    plain_words = _WORD_RE.findall(trailing.group(1)) if trailing else []
+    if plain_words and all(len(w) > 1 and w.lower() in unit_words() for w in plain_words):
+        text = text[: trailing.start(1)].rstrip()  # plain unit words after a number: "19 cm", "7 apples." (not "3 m")
     if text.endswith(".") and not text.endswith(".."):
         text = text[:-1].rstrip()  # the sentence's full stop written inside the box: 19.
     while text.startswith("{") and _braced(text, 0) == len(text):

@@ -125,6 +125,11 @@ CONTRADICTIONS = {
     "number_words_other_value": ("\\boxed{23} = twenty-six", "23", "math"),
     "bold_and_double_equals": ("**$\\boxed{23}$** == 26", "23", "number"),
     "should_be": ("\\boxed{23}. Actually it should be 26.", "23", "number"),
+    # Marks written against the box that change the value it shows (issue 25, the developer's own family).
+    "power_after_box": ("\\boxed{2}^{10}", "2", "math"),
+    "digit_after_box": ("So $\\boxed{1}9$.", "1", "number"),
+    "percent_after_box": ("\\boxed{19}\\%", "19", "number"),
+    "relation_inside_text": ("\\boxed{23}\\text{ = 26}", "23", "number"),
 }
 
 # (completion, gold, answer type): a right last box followed by text that agrees with it or states no answer; paid.
@@ -137,6 +142,10 @@ AGREEING_AFTER_BOX = {
     "working": ("\\boxed{23}. Check: 23 - 7 = 16, so x = 16 works.", "23", "math"),
     "choice_same_letter": ("\\boxed{B}. The answer is (B).", "B", "choice"),
     "nothing_after": ("16 + 7 = 23, so \\boxed{23}", "23", "math"),
+    "sentence_after": ("So \\boxed{19}. 5 is not a factor of it.", "19", "number"),
+    "exclamation": ("The answer is \\boxed{23}!", "23", "number"),
+    "unit_after_box": ("\\boxed{23} cm.", "23", "number"),
+    "plain_unit_in_phrase": ("The answer is 23 apples.", "23", "number"),
 }
 
 
