@@ -196,6 +196,8 @@ def _grade_pair(payload: tuple) -> tuple[bool | None, str | None, str | None, st
         correct = verify(list(gold_parsed), list(predicted_parsed), timeout_seconds=None)
         return bool(correct), None, _shorten(predicted_parsed[0]), gold_text
     # The form first: an answer refused for its form, or a numeral against a numeral, needs no math-verify parse.
+    if form_reading.read_form(prepared_gold) is None and getattr(gold_parsed[0], "is_Number", False):
+        kind = "number"  # a numeric gold the form reader cannot read still asks for a numeral
     reason, sides = final_form.judge_form(prepared, prepared_gold, kind)
     tree = form_reading.read_form(prepared)
     predicted_text = None if tree is None else _shorten(tree)

@@ -62,9 +62,85 @@ def test_red_team_case(case):
     assert (reward or 0.0) == expected, (case["id"], case["family"], reward, case["note"])
 
 
+# MATH-style golds in the forms the MATH dataset writes them (written for this check; math-verify parses them all).
+MATH_STYLE_GOLDS = [
+    "\\frac{1}{4}",
+    "5\\sqrt{2}",
+    "\\text{(C)}",
+    "(2, -1)",
+    "x^2+7x+10",
+    "\\frac{\\sqrt{3}}{3}",
+    "\\$1.50",
+    "10\\%",
+    "90^\\circ",
+    "\\pi",
+    "2\\pi",
+    "\\frac{3\\pi}{4}",
+    "-\\frac{1}{2}",
+    "\\{1,2,3\\}",
+    "(-\\infty, 0) \\cup (1, \\infty)",
+    "[2, 5]",
+    "\\begin{pmatrix} 1 \\\\ 2 \\end{pmatrix}",
+    "y = 2x + 1",
+    "x > 3",
+    "3x + 2y = 6",
+    "\\text{even}",
+    "\\infty",
+    "1{,}000",
+    "2^{2005}",
+    "\\binom{10}{3}",
+    "10!",
+    "\\sqrt[3]{2}",
+    "\\log_2 3",
+    "3 + 4i",
+    "\\frac{1}{2}(1+\\sqrt{5})",
+    "4 \\text{ cm}",
+    "12\\text{ inches}",
+    "\\dfrac{7}{2}",
+    "2\\frac{1}{3}",
+    "\\frac{a+b}{2}",
+    "a^2 - b^2",
+    "(a-b)(a+b)",
+    "\\frac{n(n+1)}{2}",
+    "\\sin x",
+    "\\cos^2 x",
+    "\\arctan 2",
+    "0",
+    "-7",
+    "1.5",
+    "\\pm 3",
+    "x = 2 \\text{ or } x = 3",
+    "\\text{Tuesday}",
+    "4\\sqrt{3}-2",
+    "\\frac{5}{3}\\pi",
+    "\\sqrt{2}/2",
+    "2.5\\text{ hours}",
+    "\\$4.20",
+    "18\\pi",
+    "-\\sqrt{3}",
+    "\\frac{1}{\\sqrt{2}}",
+    "6\\sqrt{6}",
+    "1:2",
+    "3\\sqrt{2}+2\\sqrt{3}",
+    "(1,2,3)",
+    "\\left( -\\frac{1}{2}, 3 \\right)",
+    "x^3-3x+2",
+    "(x-1)^2(x+2)",
+    "2x(x-3)",
+    "\\frac{x}{x+1}",
+    "e^2",
+    "\\ln 2",
+    "5040",
+    "1/3",
+    "75^\\circ",
+    "30\\%",
+    "\\text{A, C}",
+]
+
+
 def _all_golds() -> list[tuple[str, str]]:
-    """Every (gold, answer type) of the red-team fixture, of the hostile-completion suite and of the experiments'
-    arithmetic task (every level of its test split)."""
+    """Every (gold, answer type) of the red-team fixture, of the hostile-completion suite, of the experiments'
+    arithmetic task (every level of its test split) and `MATH_STYLE_GOLDS`."""
     from test_hostile_completions import AGREEING_AFTER_BOX, CONTRADICTIONS, HONEST, RESTATEMENTS, STRUCTURED
 
     from codapo_trl.data import load_math_dataset
@@ -72,6 +148,7 @@ def _all_golds() -> list[tuple[str, str]]:
     arithmetic = load_math_dataset("arithmetic", "test", num_per_level=10)
     golds = {(case["gold"], case["answer_type"]) for case in CASES}
     golds |= {(gold, kind) for gold, kind in zip(arithmetic["answer"], arithmetic["answer_type"])}
+    golds |= {(gold, "math") for gold in MATH_STYLE_GOLDS}
     golds |= {(gold, "math") for _, _, gold in [*RESTATEMENTS.values(), *HONEST.values()]}
     golds |= {(gold, "math") for gold, _, _ in STRUCTURED.values()}
     golds |= {(gold, kind) for _, gold, kind in [*CONTRADICTIONS.values(), *AGREEING_AFTER_BOX.values()]}
@@ -82,7 +159,7 @@ def _all_golds() -> list[tuple[str, str]]:
 def test_every_gold_is_paid_against_itself_and_boxed_in_a_sentence():
     """The honest regression check: a gold answer is in its own final form, so it is paid as it is and boxed."""
     golds = _all_golds()
-    assert len(golds) > 120
+    assert len(golds) > 190
     predictions = [f"The answer is {gold}." for gold, _ in golds]
     predictions += [f"We compute it step by step, so the answer is $\\boxed{{{gold}}}$." for gold, _ in golds]
     doubled = golds + golds
