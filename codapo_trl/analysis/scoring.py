@@ -335,14 +335,9 @@ def grade_groups(
     questions: Sequence[Question], completions: Sequence[Sequence[Completion]]
 ) -> list[list[GradeResult]]:
     """Evaluation's maths grading ([`codapo_trl.evaluation.evaluate.grade_math_samples`]) of every trajectory of
-    every question: against its gold answer and answer type, with its text so that an answer copied from the question
-    scores 0 (as in training and evaluation). Returns, per question, its samples' results."""
-    return grade_math_samples(
-        completions,
-        [q.answer for q in questions],
-        [q.answer_type for q in questions],
-        [q.question for q in questions],
-    )
+    every question: against its gold answer and answer type, in final form (as in training and evaluation). Returns,
+    per question, its samples' results."""
+    return grade_math_samples(completions, [q.answer for q in questions], [q.answer_type for q in questions])
 
 
 def group_records(

@@ -308,34 +308,33 @@ def grade_math_samples(
     completions: Sequence[Sequence[Completion]],
     golds: Sequence[str | None],
     answer_types: Sequence[str | None],
-    questions: Sequence[str | None],
 ) -> list[list[GradeResult]]:
     """Grade the samples of maths questions in one [`codapo_trl.rewards.grade_answers`] call (one pass through the
-    worker pool), each against its question's gold answer and answer type, with the question's text (an answer copied
-    from the question scores 0). The evaluation's maths grading, also used by the analysis.
+    worker pool), each against its question's gold answer and answer type (an answer is paid only in its final form,
+    judged on its own parse tree, never on the question's wording). The evaluation's maths grading, also used by the
+    analysis.
 
     Args:
         completions (`Sequence[Sequence[Completion]]`): per question, its samples.
-        golds, answer_types, questions (`Sequence[str | None]`): per question, its gold answer, answer type and text.
+        golds, answer_types (`Sequence[str | None]`): per question, its gold answer and answer type.
 
     Returns:
         `list[list[GradeResult]]`: per question, its samples' results, in order (`correct=None`: ungraded).
     """
     from codapo_trl.rewards import grade_answers
 
-    if not len(completions) == len(golds) == len(answer_types) == len(questions):
+    if not len(completions) == len(golds) == len(answer_types):
         raise ValueError(
-            f"Got {len(completions)} questions' samples but {len(golds)} gold answers, {len(answer_types)} answer "
-            f"types and {len(questions)} questions."
+            f"Got {len(completions)} questions' samples but {len(golds)} gold answers and {len(answer_types)} answer "
+            "types."
         )
-    texts, item_golds, item_types, item_questions = [], [], [], []
-    for samples, gold, answer_type, question in zip(completions, golds, answer_types, questions):
+    texts, item_golds, item_types = [], [], []
+    for samples, gold, answer_type in zip(completions, golds, answer_types):
         for completion in samples:
             texts.append(completion.text)
             item_golds.append(gold)
             item_types.append(answer_type)
-            item_questions.append(question)
-    flat = grade_answers(texts, item_golds, item_types, item_questions) if texts else []
+    flat = grade_answers(texts, item_golds, item_types) if texts else []
     results, offset = [], 0
     for samples in completions:
         results.append(flat[offset : offset + len(samples)])
@@ -347,9 +346,7 @@ def _grade_math(benchmarks: Sequence[Benchmark], completions: Mapping[str, list[
     """Grade every maths sample of all benchmarks in one `grade_answers` call (one pass through the worker pool)."""
     items = [(bench, item) for bench in benchmarks for item in bench.items]
     samples = [samples for bench in benchmarks for samples in completions[bench.name]]
-    results = grade_math_samples(
-        samples, [i.gold for _, i in items], [i.answer_type for _, i in items], [i.question for _, i in items]
-    )
+    results = grade_math_samples(samples, [i.gold for _, i in items], [i.answer_type for _, i in items])
     return {
         (bench.name, item.index, s): (r.predicted, r.predicted_parsed, r.correct, r.reward, r.reason)
         for (bench, item), item_results in zip(items, results)

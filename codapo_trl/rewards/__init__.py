@@ -2,8 +2,8 @@
 
 - `math` -- the maths reward for TRL (`math_accuracy_reward`, binary accuracy, the paper's reward);
 - `grading` -- the grader behind it and `codapo-eval` (`grade_answers`, `configure_grader`, the verdict reasons),
-  with `extraction` (which part of an output is its final answer) and `checks` (answer types, absurd answers,
-  restatements of the question);
+  with `extraction` (which part of an output is its final answer), `final_form` (an answer is paid only in its
+  final form, judged on the parse tree that `form_reading` builds) and `checks` (answer types, absurd answers);
 - `code` -- the code-execution reward (pass rate of the completion's code on the problem's tests, in the sandbox);
   imported on first use, so maths training never loads the sandbox;
 - `deadline_pool` -- worker processes with a hard time limit per input (math-verify runs there);
@@ -13,11 +13,11 @@ The answer vocabulary itself (boxed answers, completion text, answer types) live
 """
 
 from codapo_trl.answers import ANSWER_TYPES
-from codapo_trl.rewards.checks import restates_question
 from codapo_trl.rewards.extraction import extract_final_answer
 from codapo_trl.rewards.grading import (
     CONTRADICTED,
     CRASHED,
+    FORM_REASONS,
     GOLD_MISSING,
     GOLD_NOT_A_CHOICE,
     GOLD_NOT_MATH,
@@ -26,7 +26,7 @@ from codapo_trl.rewards.grading import (
     NO_ANSWER,
     NOT_A_CHOICE,
     NOT_A_NUMBER,
-    RESTATES_QUESTION,
+    NOT_FINAL,
     TIMED_OUT,
     UNAVAILABLE,
     UNPARSEABLE_ANSWER,
@@ -51,7 +51,8 @@ __all__ = [
     "NOT_A_CHOICE",
     "NOT_A_NUMBER",
     "NO_ANSWER",
-    "RESTATES_QUESTION",
+    "NOT_FINAL",
+    "FORM_REASONS",
     "REWARD_FUNCS",
     "TIMED_OUT",
     "UNAVAILABLE",
@@ -65,5 +66,4 @@ __all__ = [
     "grade_answers",
     "grader_settings",
     "math_accuracy_reward",
-    "restates_question",
 ]

@@ -2,9 +2,10 @@
 
 - **Absurd answers** (`precheck`): too long, nested too deeply, power towers, astronomically large literals never
   reach SymPy.
-- **Answer types**: a `"number"` answer must be a numeric literal (`numeric_literal`), a `"choice"` answer a letter
-  A-J (`choice_letter`); a gold made of words is not a maths answer (`looks_like_prose`).
-- **Restatements** (`restates_question`): an unevaluated expression copied from the question is not an answer.
+- **Answer types**: a `"choice"` answer is one letter A-J (`choice_letter`); a gold made of words is not a maths
+  answer (`looks_like_prose`); two plain decimals are compared without parsing (`plain_number`). Whether a `"math"`
+  or `"number"` answer is in final form is decided on its parse tree (`codapo_trl.rewards.final_form`).
+- **Number words** (`number_words`): `twenty-six` stated after a box is read as 26.
 - **Piecewise answers** (`cases_rows`): math-verify has no parser for `cases`; rows are compared normalised.
 """
 
@@ -21,9 +22,9 @@ __all__ = [
     "cases_rows",
     "choice_letter",
     "looks_like_prose",
-    "numeric_literal",
+    "number_words",
+    "plain_number",
     "precheck",
-    "restates_question",
     "same_number",
 ]
 
@@ -130,8 +131,6 @@ def precheck(answer: str) -> str | None:
 
 
 _TEXT_COMMAND_RE = re.compile(r"\\(?:text|textbf|textit|textrm|mathrm|mathbf|mbox|operatorname)\s*\{([^{}]*)\}")
-_NUMBER_RE = re.compile(r"[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|[-+]?\.\d+")
-_TRAILING_WORDS_RE = re.compile(r"(?:\s+[A-Za-z]+\.?)+$")  # units: "7 apples", "7 \text{ cm}"
 # Words that may appear bare in a math answer; any other word of 3+ letters makes a gold answer look like prose.
 _MATH_WORDS = frozenset(
     {
@@ -149,37 +148,41 @@ def _unwrap_text(answer: str) -> str:
     return _TEXT_COMMAND_RE.sub(r"\1", answer)
 
 
-def numeric_literal(answer: str) -> str | None:
-    """`answer` as a plain decimal number (`"1,000"` -> `"1000"`, `"x = 7"` -> `"7"`, `"50\\%"` kept as a
-    percentage), or `None` if it is not a single numeric literal (`"5+2"`, `"\\frac{1}{2}"`, `"2^3"`)."""
-    text = answer
-    if "=" in text and "," not in text:
-        text = text.rsplit("=", 1)[1]
-    text = _unwrap_text(text)
-    for old, new in (("\\!", ""), ("\\,", ""), ("\\;", ""), ("\\ ", " "), ("{,}", ","), ("\\$", ""), ("$", "")):
-        text = text.replace(old, new)
-    text = text.replace("\u2212", "-").strip()
-    percent = text.endswith("%")
-    text = text.rstrip("%").rstrip("\\").strip()
-    text = _TRAILING_WORDS_RE.sub("", text).strip().rstrip(".")
-    if not _NUMBER_RE.fullmatch(text):
-        return None
-    text = text.replace(",", "").lstrip("+")
-    return text + "\\%" if percent else text
+_PLAIN_NUMBER_RE = re.compile(r"[-+]?(?:\d+(?:\.\d+)?|\.\d+)")
+
+
+def plain_number(answer: str) -> str | None:
+    """`answer` when it is nothing but a decimal literal (`"19"`, `"-2.5"`, `"+3"`), without its `+`; else `None`.
+    Two such literals are compared exactly without any parsing (`same_number`)."""
+    text = answer.strip()
+    return text.lstrip("+") if _PLAIN_NUMBER_RE.fullmatch(text) else None
+
+
+_LABEL_RE = re.compile(r"[(\[]?\s*([A-Ja-j])\s*(?:[)\].:]|$)")
+_COMMAND_RE = re.compile(r"\\[A-Za-z]+")
 
 
 def choice_letter(answer: str, strict: bool = True) -> str | None:
-    """The option letter A-J in `answer` (`"B"`, `"(b)"`, `"\\text{(B)}"`, `"B) 42"`), upper-cased, or `None`.
+    """The option letter A-J that `answer` names (`"B"`, `"(b)"`, `"\\text{(B)}"`, `"(B)\\ 70"`), upper-cased, or
+    `None`.
 
-    A lower-case letter only counts when it stands alone, so "a prime number" is not option A. With
-    `strict=False` (gold answers) a lower-case letter followed by text is accepted too.
+    The answer must name one option: a letter, closed by a bracket or a full stop unless it stands alone, then at
+    most the option's own value with no letter in it. `(B) or (C)`, `(A) (B) (C) (D)`, `B, C` and `BC` name no single
+    option. A lower-case letter only counts when it stands alone, so "a prime number" is not option A. With
+    `strict=False` (gold answers) a letter followed by any text is accepted.
     """
     text = _unwrap_text(answer).replace("$", "").replace("*", "").strip()
     match = re.fullmatch(r"[(\[]?\s*([A-Ja-j])\s*[)\]]?\s*\.?", text)
-    if match is None:
-        letters = "A-Ja-j" if not strict else "A-J"
-        match = re.match(rf"[(\[]?\s*([{letters}])\s*(?:[)\].:]|$)(?:\s|$)", text)
-    return match.group(1).upper() if match else None
+    if match is not None:
+        return match.group(1).upper()
+    if not strict:
+        match = re.match(r"[(\[]?\s*([A-Ja-j])\s*(?:[)\].:]|$)(?:\s|$)", text)
+        return match.group(1).upper() if match else None
+    match = _LABEL_RE.match(text)
+    if match is None or not match.group(1).isupper():
+        return None
+    rest = _COMMAND_RE.sub(" ", text[match.end() :])
+    return match.group(1) if not re.search(r"[A-Za-z]", rest) else None
 
 
 _ENVIRONMENT_RE = re.compile(r"\\(?:begin|end)\s*\{[A-Za-z*]+\}")
@@ -223,12 +226,11 @@ _NORMALISE = (
     ("\\]", " "),
 )
 _SIMPLE_FRAC_RE = re.compile(r"\\frac\{(\w+)\}\{(\w+)\}")
-_ATOM_RE = re.compile(r"[-+]?(?:\d+(?:\.\d+)?|\.\d+)|[-+]?[A-Za-z]|[-+]?\\[A-Za-z]+")
 
 
 def _math_normalise(text: str) -> str:
     """Spacing- and notation-insensitive form of math text (`\\dfrac{1}{2}` -> `1/2`, `7 \\times 3` -> `7*3`), used
-    to find an answer inside its question. Spaces are kept only between two word characters."""
+    to compare the rows of `cases` answers. Spaces are kept only between two word characters."""
     for old, new in _NORMALISE:
         text = text.replace(old, new)
     text = _unwrap_text(text)
@@ -238,32 +240,73 @@ def _math_normalise(text: str) -> str:
     return text.strip().rstrip(".")
 
 
-def restates_question(predicted: str | None, question: str | None, gold: str | None = None) -> bool:
-    """Whether `predicted` is an unevaluated expression copied from the question (`\\dbinom{8}{4}` for "Compute
-    $\\dbinom{8}{4}$", `12 + 7` for "What is 12 + 7?") rather than an answer. A number, a single symbol and any
-    form of the gold answer itself (up to spacing and notation) are never restatements.
+_UNITS = {
+    w: i
+    for i, w in enumerate(
+        [
+            "zero",
+            "one",
+            "two",
+            "three",
+            "four",
+            "five",
+            "six",
+            "seven",
+            "eight",
+            "nine",
+            "ten",
+            "eleven",
+            "twelve",
+            "thirteen",
+            "fourteen",
+            "fifteen",
+            "sixteen",
+            "seventeen",
+            "eighteen",
+            "nineteen",
+        ]
+    )
+}
+_TENS = {
+    w: 10 * i
+    for i, w in enumerate(["_", "_", "twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety"])
+    if i > 1
+}
+_SCALES = {"hundred": 100, "thousand": 1_000, "million": 1_000_000, "billion": 1_000_000_000}
+
+
+def number_words(text: str) -> str | None:
+    """The integer that `text` spells in English words (`"twenty-six"` -> `"26"`, `"minus three"` -> `"-3"`, `"one
+    hundred and five"` -> `"105"`), or `None` when it is not only number words.
 
     Example:
         ```python
-        >>> restates_question("12 + 7", "What is 12 + 7?", "19")
-        True
-        >>> restates_question("19", "What is 12 + 7? Hint: 19 is prime.", "19")
-        False
+        >>> number_words("twenty-six"), number_words("Two thousand and one."), number_words("six apples")
+        ('26', '2001', None)
+
         ```
     """
-    if not predicted or not question:
-        return False
-    answer = _math_normalise(predicted)
-    if not answer or _ATOM_RE.fullmatch(answer):
-        return False
-    if gold is not None and answer == _math_normalise(gold):
-        return False
-    pattern = re.escape(answer)
-    if re.match(r"[\w.]", answer):
-        pattern = r"(?<![\w.])" + pattern
-    if re.search(r"\w$", answer):
-        pattern += r"(?!\w|\.\d)"
-    return re.search(pattern, _math_normalise(question)) is not None
+    words = re.findall(r"[a-z]+", text.lower())
+    if not words or re.sub(r"[a-z\s,.!-]", "", text.lower()):
+        return None
+    sign, total, current, seen = 1, 0, 0, False
+    for index, word in enumerate(words):
+        if word in ("minus", "negative") and index == 0:
+            sign = -1
+        elif word in _UNITS:
+            current += _UNITS[word]
+            seen = True
+        elif word in _TENS:
+            current += _TENS[word]
+            seen = True
+        elif word == "hundred" and seen:
+            current *= 100
+        elif word in _SCALES and seen:
+            total += current * _SCALES[word]
+            current = 0
+        elif word != "and" or not seen:
+            return None
+    return str(sign * (total + current)) if seen else None
 
 
 _CASES_RE = re.compile(r"\\begin\s*\{cases\}(.*?)\\end\s*\{cases\}", re.DOTALL)

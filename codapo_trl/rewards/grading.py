@@ -1,16 +1,24 @@
 """The answer grader behind the maths reward, `codapo-eval` and the analysis: `grade_answers`.
 
-Three rules on top of math-verify equivalence keep the grade honest and training alive:
+Length: about 610 lines: the verdict reasons, the worker-side grading, the grader's settings and shared pool, its
+caches and the public entry point share one cache and one set of reasons; the rules themselves live in `extraction`,
+`final_form` and `checks`.
+
+Four rules on top of math-verify equivalence keep the grade honest and training alive:
 
 1. **Only an anchored answer is paid** (`codapo_trl.rewards.extraction`): the last `\\boxed{...}`, else the text after
    the last final-answer phrase; a bare expression earns 0. A right box that the completion goes on to contradict
    (`\\boxed{23} = 26. The answer is 26.`: an answer stated after the box that the same grader reads as a different
-   value) earns 0 too, unless the grader is told to read the last box only (`read_after_box`).
-2. **Typed questions.** An optional `answer_type` column per row: `"math"` (default, math-verify equivalence),
-   `"number"` (the answer must be a numeric literal such as `7`, `-3`, `2.5` or `1,000`, so `\\boxed{5+2}` earns 0
-   even though it equals 7) or `"choice"` (a letter A-J, compared case-insensitively with the gold letter). An answer
-   that restates its question earns 0 (`codapo_trl.rewards.checks`).
-3. **Bounded time, no crash.** math-verify runs in worker processes (`codapo_trl.rewards.deadline_pool`) with its own
+   value), or follows with a statement the grader cannot decide, earns 0 too, unless the grader is told to read the
+   last box only (`read_after_box`).
+2. **Only the final form is paid** (`codapo_trl.rewards.final_form`): judged on the answer's parse tree against the
+   gold's, never on the question's wording. A numeric gold asks for a numeral (`\\boxed{5+2}` earns 0 for 7); no
+   answer may be less evaluated than its gold (`\\sqrt 8` for `2\\sqrt2`, `(x+1)^2` for an expanded gold); only unit
+   words may follow a number; every side of an equation must equal the gold; a box states one value.
+3. **Typed questions.** An optional `answer_type` column per row: `"math"` (default, math-verify equivalence),
+   `"number"` (the answer must be a numeral whatever the gold) or `"choice"` (one letter A-J, compared
+   case-insensitively with the gold letter).
+4. **Bounded time, no crash.** math-verify runs in worker processes (`codapo_trl.rewards.deadline_pool`) with its own
    signal-based timeouts disabled; each answer gets about 2 s, after which the worker is killed and replaced and
    the answer scores 0. Cheap checks in the calling process reject absurd answers (huge power towers, deep nesting,
    very long answers) before they reach SymPy. A gold answer that cannot be parsed gives `None` (TRL ignores it),
@@ -41,13 +49,22 @@ from codapo_trl.rewards.checks import (
     cases_rows,
     choice_letter,
     looks_like_prose,
-    numeric_literal,
+    number_words,
+    plain_number,
     precheck,
-    restates_question,
     same_number,
 )
 from codapo_trl.rewards.deadline_pool import DeadlineProcessPool, TaskOutcome
-from codapo_trl.rewards.extraction import extract_final_answer, extract_gold, stated_after_box
+from codapo_trl.rewards.extraction import UNDECIDABLE, extract_final_answer, extract_gold, stated_after_box
+from codapo_trl.rewards.final_form import (
+    FALSE_RELATION,
+    NOT_A_NUMBER,
+    NOT_FINAL,
+    OTHER_RELATION,
+    SEVERAL_VALUES,
+    UNREADABLE,
+)
+from codapo_trl.rewards.form_reading import WORDS
 
 
 logger = logging.getLogger(__name__)
@@ -61,7 +78,6 @@ __all__ = [
 
 # Reasons recorded in `GradeResult.reason`.
 NO_ANSWER = "no final answer"
-NOT_A_NUMBER = "not a numeric literal"
 NOT_A_CHOICE = "not a choice letter"
 UNPARSEABLE_ANSWER = "answer not parseable"
 GOLD_MISSING = "gold missing"
@@ -70,10 +86,12 @@ GOLD_UNPARSEABLE = "gold not parseable"
 GOLD_NOT_A_CHOICE = "gold is not a choice letter"
 TIMED_OUT = "grading timed out"
 GOLD_TIMED_OUT = "gold parsing timed out"
-RESTATES_QUESTION = "restates the question"
 CONTRADICTED = "contradicted after its box"
 CRASHED = "grader crashed"
 UNAVAILABLE = "grader unavailable"
+FORM_REASONS = (NOT_FINAL, NOT_A_NUMBER, SEVERAL_VALUES, FALSE_RELATION, OTHER_RELATION, WORDS, UNREADABLE)
+"""The reasons of an answer refused for its form (`codapo_trl.rewards.final_form`), counted by
+`math_accuracy/not_final_frac`."""
 
 
 @dataclass(frozen=True)
@@ -118,7 +136,7 @@ def _init_math_worker() -> None:
     """Import math-verify and warm up its parser, once per worker, before the worker reports ready."""
     # Timeouts are disabled on purpose (the pool enforces them); silence math-verify's warning about it.
     logging.getLogger("math_verify").setLevel(logging.ERROR)
-    _grade_pair((r"\frac{1}{2}", "0.5"))
+    _grade_pair((r"\frac{1}{2}", "0.5", "math"))
 
 
 @functools.cache
@@ -147,26 +165,62 @@ def _shorten(value: Any, limit: int = 200) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _grade_pair(payload: tuple[str | None, str]) -> tuple[bool | None, str | None, str | None, str | None]:
-    """Grade one `(predicted, gold)` pair of already extracted answers with math-verify.
+def _grade_pair(payload: tuple) -> tuple[bool | None, str | None, str | None, str | None]:
+    """Grade one `(predicted, gold, kind)` triple of already extracted answers: math-verify for the value, the
+    final-form rule (`codapo_trl.rewards.final_form`) for the form.
 
-    Returns `(correct, reason, predicted_parsed, gold_parsed)`; `correct` is `None` when the gold cannot be parsed.
-    A `None` prediction only checks the gold (the result is then `False` if the gold parses).
+    `kind` is `"math"`, `"number"` (the answer must be a numeral) or `"value"` (a statement after the box: its value
+    only). Returns `(correct, reason, predicted_parsed, gold_parsed)`; `correct` is `None` when the gold cannot be
+    parsed. A `None` prediction only checks the gold (the result is then `False` if the gold parses).
     """
     from math_verify import verify
 
-    predicted, gold = payload
-    gold_parsed = _parse_answer(gold)
+    from codapo_trl.rewards import final_form, form_reading
+
+    predicted, gold = payload[0], payload[1]
+    kind = payload[2] if len(payload) > 2 else "math"
+    prepared_gold = form_reading.prepare(gold)[0] or gold
+    gold_parsed = _parse_answer(prepared_gold)
     if not gold_parsed:
         return None, GOLD_UNPARSEABLE, None, None
     gold_text = _shorten(gold_parsed[0])
     if predicted is None:
         return False, None, None, gold_text
-    predicted_parsed = _parse_answer(predicted)
-    if not predicted_parsed:
-        return False, UNPARSEABLE_ANSWER, None, gold_text
-    correct = verify(list(gold_parsed), list(predicted_parsed), timeout_seconds=None)
-    return bool(correct), None, _shorten(predicted_parsed[0]), gold_text
+    prepared, problem = form_reading.prepare(predicted)
+    if problem is not None:
+        return False, problem, None, gold_text
+    if kind == "value":
+        predicted_parsed = _parse_answer(prepared)
+        if not predicted_parsed:
+            return False, UNPARSEABLE_ANSWER, None, gold_text
+        correct = verify(list(gold_parsed), list(predicted_parsed), timeout_seconds=None)
+        return bool(correct), None, _shorten(predicted_parsed[0]), gold_text
+    # The form first: an answer refused for its form, or a numeral against a numeral, needs no math-verify parse.
+    if form_reading.read_form(prepared_gold) is None and getattr(gold_parsed[0], "is_Number", False):
+        kind = "number"  # a numeric gold the form reader cannot read still asks for a numeral
+    reason, sides = final_form.judge_form(prepared, prepared_gold, kind)
+    tree = form_reading.read_form(prepared)
+    predicted_text = None if tree is None else _shorten(tree)
+    if reason is not None:
+        return False, reason, predicted_text, gold_text
+    gold_number = final_form.gold_numeral(prepared_gold)
+    whole = len(sides) == 1 and sides[0] is tree
+    for side in sides:
+        number = final_form.numeral(side)
+        if number is not None and gold_number is not None:
+            equal = number == gold_number  # exactly: 0.7500000001 is not 3/4
+            predicted_text = _shorten(number) if whole else predicted_text
+        elif whole:
+            predicted_parsed = _parse_answer(prepared)
+            if not predicted_parsed:
+                return False, UNPARSEABLE_ANSWER, predicted_text, gold_text
+            predicted_text = _shorten(predicted_parsed[0])
+            equal = verify(list(gold_parsed), list(predicted_parsed), timeout_seconds=None)
+        else:
+            equal = verify(list(gold_parsed), [final_form.evaluate(side)], timeout_seconds=None)
+        if not equal:
+            return False, FALSE_RELATION if not whole and len(sides) > 1 else None, predicted_text, gold_text
+    return True, None, predicted_text, gold_text
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -200,8 +254,8 @@ def _env_flag(name: str, default: bool) -> bool:
 _SETTINGS_LOCK = threading.Lock()
 _settings: dict[str, Any] | None = None
 _pool: DeadlineProcessPool | None = None
-_CACHE_SIZE = 16_384  # verdicts by (prediction, gold); keys are at most ~1 kB each
-_cache: OrderedDict[tuple[str | None, str], tuple] = OrderedDict()
+_CACHE_SIZE = 16_384  # verdicts by (prediction, gold, kind); keys are at most ~1 kB each
+_cache: OrderedDict[tuple[str | None, str, str], tuple] = OrderedDict()
 _gold_cache: OrderedDict[str, tuple] = OrderedDict()  # gold -> its verdict with no prediction (see _check_golds)
 _cache_lock = threading.Lock()
 
@@ -292,7 +346,7 @@ def _get_pool() -> DeadlineProcessPool | None:
         return _pool
 
 
-def _map_pairs(pairs: list[tuple[str | None, str]]) -> list[TaskOutcome]:
+def _map_pairs(pairs: list[tuple]) -> list[TaskOutcome]:
     pool = _get_pool()
     if pool is not None:
         return pool.map(pairs)
@@ -331,12 +385,13 @@ def _check_golds(golds: set[str]) -> dict[str, tuple]:
     return known
 
 
-def _run_math_verify(pairs: list[tuple[str | None, str]]) -> list[tuple]:
-    """Grade `(predicted, gold)` pairs, through the caches and the worker pool. Golds are checked first, so that an
-    unusable gold makes its items ungraded (None) instead of timing out on every prediction."""
+def _run_math_verify(pairs: list[tuple[str | None, str, str]]) -> list[tuple]:
+    """Grade `(predicted, gold, kind)` triples (see `_grade_pair`), through the caches and the worker pool. Golds are
+    checked first, so that an unusable gold makes its items ungraded (None) instead of timing out on every
+    prediction."""
     results: list[tuple | None] = [None] * len(pairs)
-    todo: dict[tuple[str | None, str], list[int]] = {}
-    gold_verdicts = _check_golds({gold for _, gold in pairs})
+    todo: dict[tuple[str | None, str, str], list[int]] = {}
+    gold_verdicts = _check_golds({pair[1] for pair in pairs})
     with _cache_lock:
         for index, pair in enumerate(pairs):
             gold_verdict = gold_verdicts[pair[1]]
@@ -402,7 +457,6 @@ def grade_answers(
     predictions: Sequence[str | None],
     golds: Sequence[str | None],
     answer_types: Sequence[str | None] | None = None,
-    questions: Sequence[str | None] | None = None,
     *,
     read_after_box: bool | None = None,
 ) -> list[GradeResult]:
@@ -416,15 +470,15 @@ def grade_answers(
             Gold final answers (`"19"`, `"\\frac{1}{2}"`, `"(3, -1)"`, `"B"`), or full solutions whose last
             `\\boxed{}` holds the answer.
         answer_types (`Sequence[str | None]`, *optional*):
-            Per item `"math"` (default), `"number"` or `"choice"`, see the module docstring.
-        questions (`Sequence[str | None]`, *optional*):
-            The questions (or prompts): under `"math"`, an answer that is an unevaluated expression copied from its
-            question scores 0 unless it is a form of the gold answer (see `restates_question`).
+            Per item `"math"` (default), `"number"` or `"choice"`, see the module docstring. Under `"math"` and
+            `"number"` an answer is paid only in its final form (`codapo_trl.rewards.final_form`), judged on the
+            answer's own parse tree against the gold's, never on the question's wording.
         read_after_box (`bool`, *optional*):
             Whether a right last box is checked against the answers the output states after it (`stated_after_box`:
             `\\boxed{23} = 26`, `\\boxed{23}. The answer is 26.`). When one of them is graded as a different value
-            (under `"math"` rules, or as a letter for `"choice"`; prose and unparseable text are not answers), the
-            item scores 0 with reason `CONTRADICTED`. `None` (default) takes the grader setting (`configure_grader`,
+            (under `"math"` rules, or as a letter for `"choice"`; prose states nothing), or cannot be decided (too
+            long, too deep, timed out, unreadable, a retraction such as "that's wrong"), the item scores 0 with
+            reason `CONTRADICTED`. `None` (default) takes the grader setting (`configure_grader`,
             `CODAPO_GRADER_READ_AFTER_BOX`, on unless set to 0); `False` grades the last box alone.
 
     Returns:
@@ -433,8 +487,7 @@ def grade_answers(
 
     Example:
         ```python
-        >>> [r.correct for r in grade_answers([r"so \\boxed{0.5}", "5 + 2 =", r"\\boxed{5+2}"], ["1/2", "7", "7"],
-        ...                                   ["math", "math", "number"])]
+        >>> [r.correct for r in grade_answers([r"so \\boxed{0.5}", "5 + 2 =", r"\\boxed{5+2}"], ["1/2", "7", "7"])]
         [True, False, False]
         >>> contradicted = r"16 + 7 = 23. \\boxed{23} = 26. The answer is 26."
         >>> [(r.correct, r.reason) for r in grade_answers([contradicted], ["23"])]
@@ -450,43 +503,37 @@ def grade_answers(
         answer_types = ["math"] * n
     elif len(answer_types) != n:
         raise ValueError(f"Got {n} predictions but {len(answer_types)} answer types")
-    if questions is None:
-        questions = [None] * n
-    elif len(questions) != n:
-        raise ValueError(f"Got {n} predictions but {len(questions)} questions")
     if read_after_box is None:
         read_after_box = bool(grader_settings()["read_after_box"])
 
     texts = [p if isinstance(p, str) else None for p in predictions]
     kinds = [_normalise_type(answer_type) for answer_type in answer_types]
-    results = _grade_extracted([extract_final_answer(text) for text in texts], golds, kinds, questions)
+    results = _grade_extracted([extract_final_answer(text) for text in texts], golds, kinds)
     if read_after_box:
         _refuse_contradicted_boxes(results, texts, golds, kinds)
     return results
 
 
 def _grade_extracted(
-    answers: Sequence[str | None],
-    golds: Sequence[str | None],
-    kinds: Sequence[str],
-    questions: Sequence[str | None],
+    answers: Sequence[str | None], golds: Sequence[str | None], kinds: Sequence[str]
 ) -> list[GradeResult]:
-    """`grade_answers` on answers already extracted from their outputs (`kinds` normalised)."""
+    """`grade_answers` on answers already extracted from their outputs (`kinds` normalised; `"value"` grades a
+    statement after the box by its value alone)."""
     results: list[GradeResult | None] = [None] * len(answers)
-    # index, extracted prediction, gold, what math-verify gets (None: only check the gold), reason already known
-    pending: list[tuple[int, str | None, str, str | None, str | None]] = []
-    for index, (predicted, gold, kind, question) in enumerate(zip(answers, golds, kinds, questions)):
+    # index, extracted prediction, gold, what the worker gets (None: only check the gold), reason already known
+    pending: list[tuple[int, str | None, str, str | None, str | None, str]] = []
+    for index, (predicted, gold, kind) in enumerate(zip(answers, golds, kinds)):
         gold_answer = extract_gold(gold) if isinstance(gold, str) else None
-        verdict = _precheck_item(kind, predicted, gold_answer, question if isinstance(question, str) else None)
+        verdict = _precheck_item(kind, predicted, gold_answer)
         if isinstance(verdict, _ToMathVerify):
-            pending.append((index, predicted, gold_answer, verdict.predicted, verdict.reason))  # type: ignore[arg-type]
+            pending.append((index, predicted, gold_answer, verdict.predicted, verdict.reason, kind))  # type: ignore[arg-type]
         else:
             correct, reason, predicted_parsed, gold_parsed = verdict
             results[index] = GradeResult(correct, predicted, gold_answer, reason, predicted_parsed, gold_parsed)
 
     if pending:
-        verdicts = _run_math_verify([(sent, gold_answer) for _, _, gold_answer, sent, _ in pending])
-        for (index, predicted, gold_answer, _, known_reason), verdict in zip(pending, verdicts):
+        verdicts = _run_math_verify([(sent, gold_answer, kind) for _, _, gold_answer, sent, _, kind in pending])
+        for (index, predicted, gold_answer, _, known_reason, _), verdict in zip(pending, verdicts):
             correct, reason, predicted_parsed, gold_parsed = verdict
             if known_reason is not None and correct is not None:  # the gold is fine; the prediction was not
                 correct, reason = False, known_reason
@@ -497,43 +544,48 @@ def _grade_extracted(
 def _refuse_contradicted_boxes(
     results: list[GradeResult], texts: Sequence[str | None], golds: Sequence[str | None], kinds: Sequence[str]
 ) -> None:
-    """Turn each right box whose output then states a different answer (`stated_after_box`) into a wrong one, in
-    place. A statement counts when the grader reads it and finds it wrong: graded as `"math"` (its value, whatever the
-    item's answer type asks of the box) or as a letter for `"choice"`, without the restatement check; prose and
-    text the grader cannot parse, or that times out, state nothing."""
+    """Turn each right box whose output then states a different answer, or a statement the grader cannot decide
+    (`stated_after_box`), into a wrong one, in place. A statement is graded by its value (`"value"`, whatever the
+    item's answer type asks of the box) or as a letter for `"choice"`; number words are read as numbers
+    (`twenty-six`); other prose states nothing. A statement that is too long, too deep, unreadable, or whose grading
+    times out or crashes refuses the box: a reader that cannot decide does not pay."""
     owners, statements, statement_golds, statement_kinds = [], [], [], []
     for index, (result, text) in enumerate(zip(results, texts)):
         if result.correct is not True:
             continue
         for statement in stated_after_box(text):
-            if looks_like_prose(statement):
+            if statement is UNDECIDABLE:
+                results[index] = dataclasses.replace(results[index], correct=False, reason=CONTRADICTED)
+                break
+            spelled = number_words(statement)
+            if spelled is not None:
+                statement = spelled
+            elif looks_like_prose(statement):
                 continue
             owners.append(index)
             statements.append(statement)
             statement_golds.append(golds[index])
-            statement_kinds.append("choice" if kinds[index] == "choice" else "math")
+            statement_kinds.append("choice" if kinds[index] == "choice" else "value")
     if not statements:
         return
-    verdicts = _grade_extracted(statements, statement_golds, statement_kinds, [None] * len(statements))
+    verdicts = _grade_extracted(statements, statement_golds, statement_kinds)
     for index, verdict in zip(owners, verdicts):
-        if verdict.correct is False and verdict.reason is None:
+        if results[index].correct is True and verdict.correct is not True:
             results[index] = dataclasses.replace(results[index], correct=False, reason=CONTRADICTED)
 
 
 @dataclass(frozen=True)
 class _ToMathVerify:
-    """What `_precheck_item` hands to math-verify: a prediction, or `None` with the reason it already failed (the
+    """What `_precheck_item` hands to the worker: a prediction, or `None` with the reason it already failed (the
     gold must still be parsed, since an unusable gold makes the item ungraded whatever the prediction)."""
 
     predicted: str | None
     reason: str | None = None
 
 
-def _precheck_item(
-    kind: str, predicted: str | None, gold: str | None, question: str | None = None
-) -> tuple | _ToMathVerify:
-    """Everything decided without math-verify: a final `(correct, reason, predicted_parsed, gold_parsed)` verdict,
-    or what to hand to math-verify."""
+def _precheck_item(kind: str, predicted: str | None, gold: str | None) -> tuple | _ToMathVerify:
+    """Everything decided without the worker: a final `(correct, reason, predicted_parsed, gold_parsed)` verdict,
+    or what to hand to the worker."""
     if gold is None:
         return None, GOLD_MISSING, None, None
     if kind == "choice":
@@ -562,14 +614,7 @@ def _precheck_item(
     problem = precheck(predicted)
     if problem is not None:
         return _ToMathVerify(None, problem)
-    if kind == "math" and restates_question(predicted, question, gold):
-        return _ToMathVerify(None, RESTATES_QUESTION)
-    if kind == "number":
-        number = numeric_literal(predicted)
-        if number is None:
-            return _ToMathVerify(None, NOT_A_NUMBER)
-        gold_number = numeric_literal(gold)
-        if gold_number is not None and same_number(number, gold_number):
-            return True, None, number, gold_number
-        return _ToMathVerify(number)
+    number, gold_number = plain_number(predicted), plain_number(gold)
+    if kind in ("number", "math") and number is not None and gold_number is not None:
+        return same_number(number, gold_number), None, number, gold_number  # two plain decimals: nothing to parse
     return _ToMathVerify(predicted)

@@ -1,7 +1,7 @@
 """The maths reward for TRL: binary accuracy of a completion's anchored final answer (`math_accuracy_reward`).
 
 The paper's reward is binary accuracy judged by math-verify equivalence, with no format reward. The grading itself
-(anchored extraction, answer types, restatement checks, bounded time) is `codapo_trl.rewards.grading.grade_answers`,
+(anchored extraction, answer types, the final-form rule, bounded time) is `codapo_trl.rewards.grading.grade_answers`,
 shared with evaluation and analysis; this module turns TRL's batch (completions, dataset columns) into its inputs.
 """
 
@@ -10,32 +10,10 @@ from __future__ import annotations
 from typing import Any
 
 from codapo_trl.answers import completion_text
-from codapo_trl.rewards.grading import CONTRADICTED, CRASHED, NO_ANSWER, TIMED_OUT, grade_answers
+from codapo_trl.rewards.grading import CONTRADICTED, CRASHED, FORM_REASONS, NO_ANSWER, TIMED_OUT, grade_answers
 
 
 __all__ = ["math_accuracy_reward"]
-
-
-def _question_texts(kwargs: dict[str, Any], n: int) -> list[str | None] | None:
-    """The questions of a batch, for the restatement check: the dataset's `question` column if TRL passed it,
-    else the text of the prompts' user messages."""
-    questions = kwargs.get("question")
-    if isinstance(questions, (list, tuple)) and len(questions) == n:
-        return [q if isinstance(q, str) else None for q in questions]
-    prompts = kwargs.get("prompts")
-    if not isinstance(prompts, (list, tuple)) or len(prompts) != n:
-        return None
-    out: list[str | None] = []
-    for prompt in prompts:
-        if isinstance(prompt, str):
-            out.append(prompt)
-        elif isinstance(prompt, (list, tuple)):
-            out.append(
-                "\n".join(str(m.get("content", "")) for m in prompt if isinstance(m, dict) and m.get("role") == "user")
-            )
-        else:
-            out.append(None)
-    return out
 
 
 def math_accuracy_reward(completions: list[Any], answer: list[str | None], **kwargs: Any) -> list[float | None]:
@@ -44,8 +22,9 @@ def math_accuracy_reward(completions: list[Any], answer: list[str | None], **kwa
     A TRL reward function (pass it in `reward_funcs`, or by name `"math_accuracy"` via `get_reward_funcs`). Grading
     follows `grade_answers`: the answer must be boxed or follow a final-answer phrase, a right box contradicted by an
     answer stated after it scores 0.0 (unless the grader setting `read_after_box` is off), the optional `answer_type`
-    column selects `"math"`, `"number"` or `"choice"` grading, and each answer is graded within about 2 s (timeouts
-    score 0.0). A gold answer that cannot be parsed gives `None`, which TRL leaves out of the mean.
+    column selects `"math"`, `"number"` or `"choice"` grading, an answer is paid only in its final form (judged on its
+    parse tree against the gold's, see `codapo_trl.rewards.final_form`), and each answer is graded within about 2 s
+    (timeouts score 0.0). A gold answer that cannot be parsed gives `None`, which TRL leaves out of the mean.
 
     Args:
         completions (`list[str]` or `list[list[dict]]`):
@@ -53,10 +32,10 @@ def math_accuracy_reward(completions: list[Any], answer: list[str | None], **kwa
         answer (`list[str]`):
             The dataset's gold-answer column; a full solution is reduced to its last `\\boxed{}`.
         **kwargs:
-            Other columns from TRL. Used: `answer_type` (`list[str]`, default `"math"` for all), `question` or else
-            `prompts` (an answer copied from its question scores 0, see `restates_question`), `log_extra` (logs
+            Other columns from TRL. Used: `answer_type` (`list[str]`, default `"math"` for all), `log_extra` (logs
             `gold_parsed` and `answer_parsed` columns to the completions table) and `log_metric` (logs
-            `math_accuracy/no_answer_frac`, `math_accuracy/contradicted_frac` and `math_accuracy/ungraded_frac`).
+            `math_accuracy/no_answer_frac`, `math_accuracy/contradicted_frac`, `math_accuracy/not_final_frac` and
+            `math_accuracy/ungraded_frac`).
 
     Returns:
         `list[float | None]`: One reward per completion.
@@ -73,7 +52,7 @@ def math_accuracy_reward(completions: list[Any], answer: list[str | None], **kwa
         raise ValueError(f"Got {len(completions)} completions but {len(answer)} gold answers")
     texts = [completion_text(completion) for completion in completions]
     answer_types = kwargs.get("answer_type")
-    results = grade_answers(texts, answer, answer_types, _question_texts(kwargs, len(completions)))
+    results = grade_answers(texts, answer, answer_types)
 
     log_extra = kwargs.get("log_extra")
     if callable(log_extra):
@@ -83,6 +62,7 @@ def math_accuracy_reward(completions: list[Any], answer: list[str | None], **kwa
     if callable(log_metric) and results:
         log_metric("math_accuracy/no_answer_frac", sum(r.reason == NO_ANSWER for r in results) / len(results))
         log_metric("math_accuracy/contradicted_frac", sum(r.reason == CONTRADICTED for r in results) / len(results))
+        log_metric("math_accuracy/not_final_frac", sum(r.reason in FORM_REASONS for r in results) / len(results))
         log_metric(
             "math_accuracy/ungraded_frac",
             sum(r.correct is None or r.reason in (TIMED_OUT, CRASHED) for r in results) / len(results),

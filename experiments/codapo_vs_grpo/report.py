@@ -239,7 +239,7 @@ def answers_after_box(path: Path) -> dict[int, Counter]:
     answer is 26.`) and `contradicted` (correct ones that the grader's later default rule, `read_after_box=True`,
     scores 0 for what they state after the box)."""
     counts: dict[int, Counter] = {}
-    to_grade: list[tuple[int, str, str, str | None, str | None]] = []
+    to_grade: list[tuple[int, str, str, str | None]] = []
     with gzip.open(path, "rt") as f:
         for question in map(json.loads, f):
             level = counts.setdefault(question["level"], Counter())
@@ -251,17 +251,11 @@ def answers_after_box(path: Path) -> dict[int, Counter]:
                 level["stated"] += 1
                 if sample["correct"]:
                     to_grade.append(
-                        (
-                            question["level"],
-                            sample["completion"],
-                            question["gold"],
-                            question.get("answer_type"),
-                            question["question"],
-                        )
+                        (question["level"], sample["completion"], question["gold"], question.get("answer_type"))
                     )
     if to_grade:
-        levels, completions, golds, types, questions = zip(*to_grade)
-        results = grade_answers(completions, golds, types, questions, read_after_box=True)
+        levels, completions, golds, types = zip(*to_grade)
+        results = grade_answers(completions, golds, types, read_after_box=True)
         for level, result in zip(levels, results):
             counts[level]["contradicted"] += result.reason == CONTRADICTED
     return counts

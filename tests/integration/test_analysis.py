@@ -117,7 +117,7 @@ def run_dir(tiny_model_dir, tmp_path):
     return run
 
 
-def fake_grade(predictions, golds, answer_types=None, questions=None):
+def fake_grade(predictions, golds, answer_types=None):
     """Right or wrong by a hash of the completion: a mix of both, so that advantages are not all zero."""
     return [GradeResult(hashlib.sha256(p.encode()).digest()[0] % 2 == 0, "x", g) for p, g in zip(predictions, golds)]
 
@@ -691,15 +691,15 @@ def completion(text, n=3):
     return Completion(text, n, "stop", token_ids=tuple(range(1, n + 1)))
 
 
-def test_grading_is_evaluations_and_sees_the_question():
-    """An answer that restates the question scores 0 (the maths grader's `questions=`), as in training and evaluation;
-    the same answer to a question that does not contain it is correct, so the question is what decides."""
+def test_grading_is_evaluations_and_judges_the_final_form():
+    """An unevaluated answer scores 0 whatever the question says (the final-form rule, as in training and
+    evaluation): `12 + 2` for the gold 14 is refused for a question that contains it and for one that does not."""
     asked = Question(0, "q", 1, [], "What is 12 + 2?", "14", "math")
     other = Question(1, "r", 1, [], "Add twelve and two.", "14", "math")
     samples = [completion(r"so \boxed{12 + 2}"), completion(r"so \boxed{14}")]
     verdicts = grade_groups([asked, other], [samples, samples])
-    assert [[v.correct for v in group] for group in verdicts] == [[False, True], [True, True]]
-    assert verdicts[0][0].reason == "restates the question"
+    assert [[v.correct for v in group] for group in verdicts] == [[False, True], [False, True]]
+    assert verdicts[0][0].reason == verdicts[1][0].reason == "not a numeric literal"
 
 
 def ungraded_result(group_by="level"):
@@ -762,15 +762,15 @@ def test_ungraded_groups_are_left_out_as_in_evaluation(tmp_path):
     plt.close(figure)
 
 
-def test_analyze_checkpoints_grades_with_the_questions_and_leaves_ungraded_out(run_dir, leveled_file, monkeypatch):
-    """End to end: the grader gets each question's text, and a question whose gold it cannot use is left out."""
+def test_analyze_checkpoints_grades_with_the_golds_and_leaves_ungraded_out(run_dir, leveled_file, monkeypatch):
+    """End to end: the grader gets each question's gold answer (never its text: the final form is judged on the
+    answer itself), and a question whose gold it cannot use is left out."""
     seen = []
 
-    def grade(predictions, golds, answer_types=None, questions=None):
-        seen.extend(questions)
+    def grade(predictions, golds, answer_types=None):
+        seen.extend(golds)
         return [
-            GradeResult(None, "x", g) if q == "What is 10 + 0?" else fake_grade([p], [g])[0]
-            for p, g, q in zip(predictions, golds, questions)
+            GradeResult(None, "x", g) if g == "10" else fake_grade([p], [g])[0] for p, g in zip(predictions, golds)
         ]
 
     monkeypatch.setattr("codapo_trl.rewards.grade_answers", grade)
@@ -784,7 +784,7 @@ def test_analyze_checkpoints_grades_with_the_questions_and_leaves_ungraded_out(r
         grad_params="none",
         progress=False,
     )
-    assert sorted(set(seen)) == [f"What is {10 + i} + {i}?" for i in range(4)] and len(seen) == 4 * 2
+    assert sorted(set(seen)) == sorted(str(10 + 2 * i) for i in range(4)) and len(seen) == 4 * 2
     ungraded = {r.question_id for r in result.records if not r.graded}
     assert ungraded == {"L1-0"} and result.ungraded_questions() == {1: 1}
     assert result.accuracy()[1][1]["num_questions"] == 3 and result.accuracy()[1][1]["num_trajectories"] == 6

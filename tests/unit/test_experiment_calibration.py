@@ -52,7 +52,7 @@ def test_warm_start_data_is_easy_train_only_and_paid_by_the_reward(warm_start):
     assert all(p[0]["role"] == "system" and "boxed" in p[0]["content"] for p in prompts)
     completions = [c[0]["content"] for c in data["completion"]]
     golds = [str(sum(map(int, q.removeprefix("What is ").removesuffix("?").split(" + ")))) for q in data["question"]]
-    verdicts = grade_answers(completions, golds, ["number"] * len(golds), data["question"])
+    verdicts = grade_answers(completions, golds, ["number"] * len(golds))
     assert all(v.correct for v in verdicts), [c for c, v in zip(completions, verdicts) if not v.correct][:3]
     # the answer is computed (the sum is written before the box), in more than one phrasing
     assert all(f"= {g}" in c for c, g in zip(completions, golds))

@@ -12,19 +12,13 @@ import pytest
 from codapo_trl.evaluation.benchmarks import Benchmark, BenchmarkItem
 from codapo_trl.evaluation.evaluate import _grade_math
 from codapo_trl.evaluation.generation import Completion
-from codapo_trl.rewards import (
-    CONTRADICTED,
-    GOLD_TIMED_OUT,
-    RESTATES_QUESTION,
-    grade_answers,
-    math_accuracy_reward,
-    restates_question,
-)
+from codapo_trl.rewards import CONTRADICTED, FORM_REASONS, GOLD_TIMED_OUT, grade_answers, math_accuracy_reward
 from codapo_trl.rewards import grading as rewards
 from codapo_trl.rewards.deadline_pool import TaskOutcome
 
 
-# (question, completion, gold): each completion restates the question instead of answering it.
+# (question, completion, gold): each completion restates the question instead of answering it. The question is not
+# read by the grader: each is refused for its form (`codapo_trl.rewards.final_form`), as it would be for any question.
 RESTATEMENTS = {
     "binom": ("Compute $\\dbinom{8}{4}$.", "\\boxed{\\dbinom{8}{4}}", "70"),
     "binom_tbinom": ("Compute $\\dbinom{8}{4}$.", "So it is $\\boxed{\\tbinom{8}{4}}$", "70"),
@@ -124,6 +118,18 @@ CONTRADICTIONS = {
     "fraction": ("\\boxed{\\frac{1}{2}}. The answer is $\\frac{1}{3}$.", "\\frac{1}{2}", "math"),
     "choice": ("\\boxed{B}. The answer is C.", "B", "choice"),
     "later_phrase_wins": ("\\boxed{23}. The answer is 23. Actually the answer is 26.", "23", "math"),
+    # A statement the grader cannot decide refuses the box instead of passing it (issue 25).
+    "unparseable": ("\\boxed{23} = \\frac{", "23", "math"),
+    "retraction": ("\\boxed{23}. Hmm, that is wrong.", "23", "number"),
+    "qualified": ("\\boxed{23} \\neq 23", "23", "number"),
+    "number_words_other_value": ("\\boxed{23} = twenty-six", "23", "math"),
+    "bold_and_double_equals": ("**$\\boxed{23}$** == 26", "23", "number"),
+    "should_be": ("\\boxed{23}. Actually it should be 26.", "23", "number"),
+    # Marks written against the box that change the value it shows (issue 25, the developer's own family).
+    "power_after_box": ("\\boxed{2}^{10}", "2", "math"),
+    "digit_after_box": ("So $\\boxed{1}9$.", "1", "number"),
+    "percent_after_box": ("\\boxed{19}\\%", "19", "number"),
+    "relation_inside_text": ("\\boxed{23}\\text{ = 26}", "23", "number"),
 }
 
 # (completion, gold, answer type): a right last box followed by text that agrees with it or states no answer; paid.
@@ -134,25 +140,28 @@ AGREEING_AFTER_BOX = {
     "prose": ("\\boxed{23}. I hope the answer is correct.", "23", "math"),
     "number_words": ("\\boxed{23} = twenty-three", "23", "math"),
     "working": ("\\boxed{23}. Check: 23 - 7 = 16, so x = 16 works.", "23", "math"),
-    "unparseable": ("\\boxed{23} = \\frac{", "23", "math"),
     "choice_same_letter": ("\\boxed{B}. The answer is (B).", "B", "choice"),
     "nothing_after": ("16 + 7 = 23, so \\boxed{23}", "23", "math"),
+    "sentence_after": ("So \\boxed{19}. 5 is not a factor of it.", "19", "number"),
+    "exclamation": ("The answer is \\boxed{23}!", "23", "number"),
+    "unit_after_box": ("\\boxed{23} cm.", "23", "number"),
+    "plain_unit_in_phrase": ("The answer is 23 apples.", "23", "number"),
 }
 
 
 @pytest.mark.parametrize("case", sorted(CONTRADICTIONS))
 def test_a_box_contradicted_after_it_is_not_paid(case):
     completion, gold, answer_type = CONTRADICTIONS[case]
-    result = grade_answers([completion], [gold], [answer_type], ["What is the answer?"])[0]
+    result = grade_answers([completion], [gold], [answer_type])[0]
     assert (result.reward, result.reason) == (0.0, CONTRADICTED), (case, result)
-    pinned = grade_answers([completion], [gold], [answer_type], ["What is the answer?"], read_after_box=False)[0]
+    pinned = grade_answers([completion], [gold], [answer_type], read_after_box=False)[0]
     assert pinned.reward == 1.0, (case, pinned)  # the last box alone, as the CoDaPO-vs-GRPO campaign grades
 
 
 @pytest.mark.parametrize("case", sorted(AGREEING_AFTER_BOX))
 def test_a_box_confirmed_or_followed_by_no_answer_is_paid(case):
     completion, gold, answer_type = AGREEING_AFTER_BOX[case]
-    result = grade_answers([completion], [gold], [answer_type], ["What is the answer?"])[0]
+    result = grade_answers([completion], [gold], [answer_type])[0]
     assert result.reward == 1.0, (case, result)
 
 
@@ -175,7 +184,7 @@ def test_the_reward_refuses_and_counts_contradicted_boxes():
 
 def test_a_pathological_statement_after_the_box_is_bounded():
     """What follows the box goes through the same bounded grader: an answer that would take SymPy forever times out
-    (a statement the grader cannot read states nothing) instead of hanging the reward."""
+    instead of hanging the reward, and a statement the grader cannot decide (timed out, too deep) refuses the box."""
     import time
 
     start = time.perf_counter()
@@ -183,28 +192,28 @@ def test_a_pathological_statement_after_the_box_is_bounded():
         ["\\boxed{7} = (10^{10})!", "\\boxed{7} = 9^{9^{9^9}}", "\\boxed{7} = " + "{" * 5000], ["7"] * 3
     )
     assert time.perf_counter() - start < 30
-    assert [r.reward for r in results] == [1.0, 1.0, 1.0], results
+    assert [(r.reward, r.reason) for r in results] == [(0.0, CONTRADICTED)] * 3, results
 
 
 @pytest.mark.parametrize("answer_type", ["math", "number"])
 @pytest.mark.parametrize("case", sorted(RESTATEMENTS))
 def test_restating_the_question_is_not_paid(case, answer_type):
-    question, completion, gold = RESTATEMENTS[case]
-    result = grade_answers([completion], [gold], [answer_type], [question])[0]
+    _, completion, gold = RESTATEMENTS[case]
+    result = grade_answers([completion], [gold], [answer_type])[0]
     assert result.reward == 0.0, (case, result)
-    if answer_type == "math":
-        assert result.reason == RESTATES_QUESTION, result
+    if case != "evaluate_trig":  # sin 30 (degrees dropped) is read in radians: a wrong value, not only a wrong form
+        assert result.reason in FORM_REASONS, result
 
 
 @pytest.mark.parametrize("case", sorted(HONEST))
 def test_honest_answers_are_paid(case):
-    question, completion, gold = HONEST[case]
-    assert grade_answers([completion], [gold], None, [question])[0].reward == 1.0, case
+    _, completion, gold = HONEST[case]
+    assert grade_answers([completion], [gold])[0].reward == 1.0, case
 
 
 @pytest.mark.parametrize("completion", HEDGES)
 def test_hedged_answers_are_not_paid(completion):
-    assert grade_answers([completion], ["19"], None, ["What is 12 + 7?"])[0].reward == 0.0
+    assert grade_answers([completion], ["19"])[0].reward == 0.0
 
 
 @pytest.mark.parametrize("case", sorted(STRUCTURED))
@@ -214,21 +223,16 @@ def test_structured_golds_are_graded(case):
     assert [r.reward for r in results] == [1.0, 0.0, 0.0], [(r.reward, r.reason) for r in results]
 
 
-def test_restatement_helper_boundaries():
-    assert restates_question("12+7", "What is 12 + 7?")
-    assert not restates_question("12+7", "What is 112 + 75?")  # not a whole expression of the question
-    assert not restates_question("7", "What is 12 + 7?")  # a number is an answer, wherever it appears
-    assert not restates_question("x", "Solve 2x = 6 for x.")
-    assert not restates_question("12+7", None)
-
-
-def test_reward_reads_the_question_column_or_the_prompts():
-    completion = [{"role": "assistant", "content": "The answer is 12 + 7."}]
+def test_the_question_does_not_decide():
+    """The verdict is the answer's form, whatever the question says: `12 + 7` is refused for a question that does not
+    contain it, and `19` is paid for a question that does; the reward takes the question columns without reading
+    them."""
+    restated = [{"role": "assistant", "content": "The answer is 12 + 7."}]
     honest = [{"role": "assistant", "content": "The answer is 19."}]
-    by_column = math_accuracy_reward([completion, honest], answer=["19", "19"], question=["What is 12 + 7?"] * 2)
-    prompts = [[{"role": "system", "content": "Reason."}, {"role": "user", "content": "What is 12 + 7?"}]] * 2
-    by_prompt = math_accuracy_reward([completion, honest], answer=["19", "19"], prompts=prompts)
-    assert by_column == by_prompt == [0.0, 1.0]
+    by_column = math_accuracy_reward([restated, honest], answer=["19", "19"], question=["Add twelve and seven."] * 2)
+    prompts = [[{"role": "system", "content": "Reason."}, {"role": "user", "content": "What is 19 + 0?"}]] * 2
+    by_prompt = math_accuracy_reward([restated, honest], answer=["19", "19"], prompts=prompts)
+    assert by_column == by_prompt == math_accuracy_reward([restated, honest], answer=["19", "19"]) == [0.0, 1.0]
 
 
 def test_evaluation_grades_like_training():
@@ -237,7 +241,7 @@ def test_evaluation_grades_like_training():
     texts = ["The answer is 12 + 7.", "The answer is 19."]
     graded = _grade_math([bench], {"toy": [[Completion(t, 5, "stop") for t in texts]]})
     assert [graded[("toy", 0, s)][2] for s in range(2)] == [False, True]
-    training = math_accuracy_reward(texts, answer=["19", "19"], question=["What is 12 + 7?"] * 2)
+    training = math_accuracy_reward(texts, answer=["19", "19"])
     assert training == [0.0, 1.0]
 
 

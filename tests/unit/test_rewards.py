@@ -142,7 +142,7 @@ def test_number_type_requires_a_literal():
         r"\boxed{5+2}",  # equals 7, but it only restates the question
         r"\boxed{7}",
         "The answer is 5 + 2.",
-        "The answer is 5 + 2 = 7.",  # computed, then stated: the number after the last "=" counts
+        "The answer is 5 + 2 = 7.",  # computed, then stated: every side equals 7 and the last one is a literal
         r"\boxed{7 \text{ apples}}",
         r"\boxed{7x}",
         r"\boxed{\frac{14}{2}}",
@@ -150,8 +150,17 @@ def test_number_type_requires_a_literal():
     ]
     expected = [0.0, 1.0, 0.0, 1.0, 1.0, 0.0, 0.0, 0.0]
     assert rewards_for(completions, ["7"] * len(completions), ["number"] * len(completions)) == expected
-    # The same \boxed{5+2} is paid when the question is typed "math" (default): the type is the guard.
-    assert rewards_for([r"\boxed{5+2}"], ["7"]) == [1.0]
+    assert rewards_for(
+        ["The answer is x = 7.", r"\boxed{7 = 7}", r"\boxed{7 = 5+2}", r"\boxed{8 = 7}"], ["7"] * 4
+    ) == [
+        1.0,
+        1.0,
+        0.0,  # the last side is the answer, and it is not final
+        0.0,  # every side must equal the gold
+    ]
+    # Typed "math" (default), \boxed{5+2} is refused too: the gold 7 is a numeral, so the answer must be one
+    # (issue 25: the gold's form, not the type label, decides); an expression gold keeps expressions.
+    assert rewards_for([r"\boxed{5+2}", r"\boxed{2 \cdot 3}"], ["7", r"3 \times 2"]) == [0.0, 1.0]
 
 
 @pytest.mark.parametrize(
@@ -240,7 +249,16 @@ def test_trl_call_signature_and_logging():
     assert all(isinstance(v, str) for values in extra.values() for v in values)
     assert metrics["math_accuracy/no_answer_frac"] == pytest.approx(1 / 3)
     assert metrics["math_accuracy/contradicted_frac"] == 0.0
+    assert metrics["math_accuracy/not_final_frac"] == 0.0
     assert metrics["math_accuracy/ungraded_frac"] == 0.0
+
+
+def test_refusals_by_form_are_counted():
+    metrics = {}
+    completions = [r"\boxed{7+12}", r"\boxed{19\text{ thousand}}", r"\boxed{19}", r"\boxed{20}"]
+    out = math_accuracy_reward(completions, answer=["19"] * 4, log_metric=lambda k, v: metrics.__setitem__(k, v))
+    assert out == [0.0, 0.0, 1.0, 0.0]
+    assert metrics["math_accuracy/not_final_frac"] == 0.5
 
 
 def test_grade_answers_results():
@@ -300,7 +318,11 @@ def test_length_mismatch_is_an_error():
 def test_in_process_mode():
     configure_grader(num_workers=0)
     try:
-        assert rewards_for([r"\boxed{\frac{2}{4}}", r"\boxed{3}"], ["0.5", "4"]) == [1.0, 0.0]
+        assert rewards_for([r"\boxed{\frac{1}{2}}", r"\boxed{\frac{2}{4}}", r"\boxed{3}"], ["0.5", "0.5", "4"]) == [
+            1.0,
+            0.0,  # not in lowest terms: not the final form of 0.5
+            0.0,
+        ]
     finally:
         configure_grader(num_workers=2)
 
@@ -357,7 +379,10 @@ def test_pathological_inputs_in_threads():
 
 
 def test_timed_out_answer_is_reported():
-    (result,) = grade_answers([r"\boxed{(10^{10})!}"], ["7"])
+    """`(10^{10})!` for a numeric gold is refused by its form before SymPy computes anything; against an expression
+    gold the form check evaluates it, and the worker's deadline stops it."""
+    assert grade_answers([r"\boxed{(10^{10})!}"], ["7"])[0].reason == rewards.NOT_A_NUMBER
+    (result,) = grade_answers([r"\boxed{(10^{10})!}"], ["x"])
     assert result.correct is False and result.reason == rewards.TIMED_OUT
 
 

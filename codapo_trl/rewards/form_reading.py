@@ -1,0 +1,303 @@
+"""Reading a maths answer as written: the LaTeX the grader reads (`prepare`) and its SymPy tree (`read_form`).
+
+The final-form rule (`codapo_trl.rewards.final_form`) judges this tree. It is math-verify's own LaTeX parser
+(`latex2sympy2_extended`) with the few evaluations that parser makes by itself switched off, so that `\\frac68` stays a
+quotient of 6 by 8, `\\binom84` a binomial, `3\\frac12` a mixed number, `-(-19)` a double negation, `e^{\\ln 19}` an
+exponential, `\\det` a determinant and `x \\approx 19` an approximation. The converter's private class is
+subclassed here and nowhere else; a new version of the parser that evaluates something more by itself would make
+that form pass the rule unseen (docs/rewards.md lists this among what rests on a list).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import unicodedata
+from typing import Any
+
+import sympy
+
+
+__all__ = ["WORDS", "Mixed", "integer_quotient", "prepare", "read_form", "unit_words"]
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Preparing the LaTeX: markup that renders nothing, and the words of \text{...} groups
+# ---------------------------------------------------------------------------------------------------------------------
+
+WORDS = "words the grader cannot read as a unit"
+
+_TEXT_COMMANDS = (
+    "text", "textbf", "textit", "textrm", "textsf", "texttt", "textnormal", "textup", "emph", "mbox", "hbox",
+    "mathrm", "mathbf", "mathit", "mathsf", "mathtt", "mathnormal", "operatorname", "boldsymbol", "bm",
+)  # fmt: skip
+_TEXT_RE = re.compile(r"\\(" + "|".join(sorted(_TEXT_COMMANDS, key=len, reverse=True)) + r")\s*\{")
+_DROPPED_WITH_ARGUMENT_RE = re.compile(r"\\(?:color|phantom|hphantom|vphantom)\s*\{")
+_TEXTCOLOR_RE = re.compile(r"\\textcolor\s*\{[^{}]*\}")
+_SPACING_RE = re.compile(r"(?<!\\)\\(?:[,;:! ]|quad|qquad|displaystyle|textstyle|scriptstyle)|~")
+_DIGIT_GROUP_RE = re.compile(r"(?<=\d)\\[,;:! ](?=\d{3}(?!\d))")
+_DEGREE_RE = re.compile(r"\^\s*\{?\s*\\circ\s*\}?|\\circ|\u00b0")
+_PERCENT_RE = re.compile(r"\\?%")
+_UNIT_POWER_RE = re.compile(r"\s*\^\s*(?:\{\s*\d\s*\}|\d)")
+_NUMBER_RE = re.compile(r"[-+]?(?:\d+(?:[.,]\d+)*|\.\d+)")
+_WORD_RE = re.compile(r"[A-Za-z]+")
+_TRAILING_WORDS_RE = re.compile(r"(?<=\d)\s+([A-Za-z]+(?:\s*/\s*[A-Za-z]+|\s+[A-Za-z]+)*)\s*\.?$")
+
+
+@functools.cache
+def unit_words() -> frozenset[str]:
+    """Words a number may carry: math-verify's own unit list (the words its normaliser reads as units), without the
+    words that are not units (`more`, `less`, `by`, `number`...), plus a few it lacks (`dollar`, `percent`); each
+    also in the plural (`s`, `es`)."""
+    from latex2sympy2_extended.math_normalization import units
+
+    not_units = {"more", "less", "by", "increase", "decrease", "excess", "loss", "gain", "rise", "profit", "pure"}
+    not_units |= {"nochange", "multiple", "ratio", "number", "prime", "integer", "digit", "way", "are", "o", "t"}
+    words = {u.lower() for u in units if u.isalpha() and u.lower() not in not_units}
+    words |= {"dollar", "euro", "pound", "percent", "degree", "radian", "unit", "way", "people", "person", "point"}
+    words |= {"meter", "metre", "centimeter", "centimetre", "millimeter", "kilometer", "gram", "kilogram", "liter"}
+    words |= {"second", "minute", "hour", "day", "week", "month", "year", "cm", "mm", "km", "m", "kg", "g", "h", "s"}
+    return frozenset(words | {w + "s" for w in words} | {w + "es" for w in words} | {"feet", "inches", "children"})
+
+
+def _braced(text: str, open_index: int) -> int | None:
+    """Index just after the `}` closing the group that opens at `open_index`, or `None`."""
+    depth = 0
+    index = open_index
+    while index < len(text):
+        char = text[index]
+        if char == "\\":
+            index += 2
+            continue
+        if char == "{":
+            depth += 1
+        elif char == "}":
+            depth -= 1
+            if depth == 0:
+                return index + 1
+        index += 1
+    return None
+
+
+def _text_group_reading(content: str, command: str, whole: bool) -> str | None:
+    """What a `\\text{content}` group stands for in a maths answer, or `None` if it holds words the grader cannot
+    read (then the answer is refused)."""
+    words = _WORD_RE.findall(content)
+    stripped = content.strip(" .,~")
+    if not stripped:
+        return ""
+    number = _NUMBER_RE.match(stripped)
+    rest = stripped[number.end() :] if number else stripped
+    rest_words = _WORD_RE.findall(rest)
+    leftover = _WORD_RE.sub("", rest).replace("/", "").replace("^", "").strip(" .,~-")
+    leftover = re.sub(r"\d", "", leftover) if not number else leftover
+    if number and not rest.strip():
+        return number.group()
+    if words and all(w.lower() in ("and", "or") for w in words) and not re.search(r"\d", content):
+        return ","
+    if rest_words and all(w.lower() in unit_words() for w in rest_words) and not leftover:
+        return number.group() if number else ""
+    if command.startswith(("math", "bold", "bm", "operatorname")) and re.fullmatch(r"[A-Za-z]", stripped):
+        return stripped
+    if whole:
+        return None if number else "\\text{" + content + "}"
+    return None
+
+
+def prepare(latex: str) -> tuple[str | None, str | None]:
+    """The answer as the grader reads it: `(latex, None)`, or `(None, reason)` when it must be refused.
+
+    Markup that renders nothing or only decorates is dropped (`\\color{red}`, `\\phantom{0}`, `\\displaystyle`,
+    spacing such as `\\,` and `\\quad`, `\\left`/`\\right` are left to math-verify); Unicode is normalised (NFKC, so
+    full-width and mathematical-bold digits are digits; U+2212 is a minus sign); a degree sign, a percent sign and
+    `\\$` are units and dropped (so `19\\%` is read as 19, never as 0.19 as well). Each `\\text{...}`-like group
+    (`\\text`, `\\mbox`, `\\textbf`, `\\mathrm`, `\\operatorname`...) must be: unit words (`\\text{ cm}^2`, dropped),
+    a number with unit words (`\\text{19 cm}`, read as 19), `and`/`or` between values (read as a comma, so the box
+    states several values), a letter under a math font (`\\mathrm{e}`), or the whole answer (`\\text{Monday}`);
+    anything else (`19\\text{ or 20}`, `19 \\text{ squared}`, `\\text{not } 19`) refuses the answer.
+
+    Example:
+        ```python
+        >>> prepare(r"19\\,\\text{km}"), prepare(r"\\color{red}{19}\\%"), prepare(r"19\\text{ thousand}")
+        (('19', None), ('19', None), (None, 'words the grader cannot read as a unit'))
+
+        ```
+    """
+    text = unicodedata.normalize("NFKC", latex).replace("\u2212", "-")
+    text = _TEXTCOLOR_RE.sub("", text)
+    for match in reversed(list(_DROPPED_WITH_ARGUMENT_RE.finditer(text))):
+        end = _braced(text, match.end() - 1)
+        if end is None:
+            return None, WORDS
+        text = text[: match.start()] + text[end:]
+    text = _DIGIT_GROUP_RE.sub("", text.replace("\\!", ""))  # 19\\,000 and 2,\\!500 are numbers
+    text = _SPACING_RE.sub(" ", text)
+    text = _DEGREE_RE.sub("", text)
+    text = _PERCENT_RE.sub("", text).replace("\\$", "").replace("$", "")
+    while True:
+        match = _TEXT_RE.search(text)
+        if match is None:
+            break
+        end = _braced(text, match.end() - 1)
+        if end is None:
+            return None, WORDS
+        content = text[match.end() : end - 1]
+        if _TEXT_RE.search(content):  # nested text groups: read the inner ones first
+            inner, problem = prepare(content)
+            if problem is not None:
+                return None, problem
+            content = inner or ""
+        whole = not (text[: match.start()] + text[end:]).strip(" {}()")
+        reading = _text_group_reading(content, match.group(1), whole)
+        if reading is None:
+            return None, WORDS
+        tail = text[end:]
+        words = _WORD_RE.findall(content)
+        unit_power = _UNIT_POWER_RE.match(tail)
+        if unit_power and words and words[-1].lower() in unit_words():  # \\text{ cm}^2, \\text{19 cm}^2
+            tail = tail[unit_power.end() :]
+        if reading.startswith("\\text{"):
+            return text.strip(), None  # a word answer, compared by math-verify
+        text = text[: match.start()] + (" " + reading + " " if reading else " ") + tail
+    text = re.sub(r"\s+", " ", text).strip()
+    trailing = _TRAILING_WORDS_RE.search(text)
+    plain_words = _WORD_RE.findall(trailing.group(1)) if trailing else []
+    if plain_words and all(len(w) > 1 and w.lower() in unit_words() for w in plain_words):
+        text = text[: trailing.start(1)].rstrip()  # plain unit words after a number: "19 cm", "7 apples." (not "3 m")
+    if text.endswith(".") and not text.endswith(".."):
+        text = text[:-1].rstrip()  # the sentence's full stop written inside the box: 19.
+    while text.startswith("{") and _braced(text, 0) == len(text):
+        text = text[1:-1].strip()  # {19}: a group, not a set
+    return (text or None), (None if text else WORDS)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Reading the form: math-verify's parser, without the evaluations it does by itself
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+class Mixed(sympy.Function):
+    """A mixed number as written (`3\\frac{1}{2}`): whole part, numerator, denominator."""
+
+    nargs = 3
+
+    @classmethod
+    def eval(cls, whole, p, q):
+        return None
+
+
+def _quotient(top: Any, bottom: Any) -> Any:
+    return sympy.Mul(top, sympy.Pow(bottom, -1, evaluate=False), evaluate=False)
+
+
+@functools.cache
+def _reader_class() -> type:
+    from latex2sympy2_extended.latex2sympy2 import _Latex2Sympy
+
+    class FormReader(_Latex2Sympy):
+        """`latex2sympy2_extended`'s converter that keeps what it would evaluate by itself: a quotient of integers
+        (`\\frac68`, `6/8`), a binomial, a mixed number, a double negation and scientific notation stay as written."""
+
+        def convert_frac(self, frac):
+            top, bottom = self.convert_expr(frac.upper), self.convert_expr(frac.lower)
+            if getattr(top, "is_Integer", False) and getattr(bottom, "is_Integer", False):
+                return _quotient(top, bottom)
+            return super().convert_frac(frac)
+
+        def convert_binom(self, binom):
+            return sympy.binomial(self.convert_expr(binom.upper), self.convert_expr(binom.lower), evaluate=False)
+
+        def convert_mp(self, mp):
+            if mp.DIV() or mp.CMD_DIV() or mp.COLON():
+                left, right = (mp.mp(0), mp.mp(1)) if hasattr(mp, "mp") else (mp.mp_nofunc(0), mp.mp_nofunc(1))
+                top, bottom = self.convert_mp(left), self.convert_mp(right)
+                if getattr(top, "is_Integer", False) and getattr(bottom, "is_Integer", False):
+                    return _quotient(top, bottom)
+            return super().convert_mp(mp)
+
+        def convert_unary(self, unary):
+            nested = unary.unary() if hasattr(unary, "unary") else unary.unary_nofunc()
+            if unary.SUB() and nested is not None:
+                inner = self.convert_unary(nested)
+                if getattr(inner, "is_Number", False) and (inner.is_negative or nested.SUB()):
+                    return sympy.Mul(-1, inner, evaluate=False)  # -(-19) stays a double negation
+                if getattr(inner, "is_Number", False):
+                    return -inner
+                return super().convert_unary(unary)
+            return super().convert_unary(unary)
+
+        def convert_postfix_list(self, arr, i=0):
+            if i == len(arr) - 2:
+                whole = self.convert_postfix(arr[i])
+                if getattr(whole, "is_Integer", False):
+                    fraction = self.convert_postfix(arr[i + 1])
+                    p, q = integer_quotient(fraction)
+                    if p is not None and p > 0 and q > 0:
+                        return Mixed(whole, p, q)
+            return super().convert_postfix_list(arr, i)
+
+        def convert_comp(self, comp):
+            if comp.det():
+                return sympy.Determinant(sympy.ImmutableMatrix(self.convert_matrix(comp.det())))
+            return super().convert_comp(comp)
+
+        def convert_func(self, func):
+            single = func.func_normal_single_arg()
+            if single is not None and single.start.text == "\\det":
+                argument = func.func_single_arg() or func.func_single_arg_noparens()
+                return sympy.Determinant(sympy.ImmutableMatrix(self.convert_func_arg(argument)))
+            return super().convert_func(func)
+
+        def convert_relation(self, rel):
+            if not rel.expr() and rel.APPROX():
+                return sympy.Function("approx")(
+                    self.convert_relation(rel.relation(0)), self.convert_relation(rel.relation(1))
+                )  # an approximation states no value (the stock reader keeps one side)
+            return super().convert_relation(rel)
+
+        def handle_exp(self, func):
+            if func.supexpr():
+                sup = func.supexpr()
+                argument = self.convert_expr(sup.expr()) if sup.expr() else self.convert_atom(sup.atom())
+                return sympy.exp(argument, evaluate=False)  # e^{\\ln 19} stays as written
+            return super().handle_exp(func)
+
+        def convert_atom(self, atom):
+            if atom.E_NOTATION():
+                mantissa, _, exponent = atom.E_NOTATION().getText().lower().partition("e")
+                return sympy.Mul(
+                    sympy.Number(mantissa), sympy.Pow(10, sympy.Integer(exponent), evaluate=False), evaluate=False
+                )
+            return super().convert_atom(atom)
+
+    return FormReader
+
+
+@functools.lru_cache(maxsize=4096)
+def read_form(latex: str) -> Any:
+    """The SymPy tree of `latex` as written (math-verify's parser without its own evaluations, see the module
+    docstring), or `None` if it cannot be read."""
+    from latex2sympy2_extended.latex2sympy2 import NormalizationConfig, normalize_latex
+
+    config = NormalizationConfig(
+        basic_latex=True, units=False, malformed_operators=True, nits=False, boxed="none", equations=False
+    )
+    try:
+        reader = _reader_class()(is_real=True, convert_degrees=False)  # built on first use: imports stay cheap
+        return reader.parse(normalize_latex(latex, config))
+    except Exception:  # noqa: BLE001 - any failure of the parser means "cannot be read"
+        return None
+
+
+def integer_quotient(node: Any) -> tuple[int | None, int | None]:
+    """`(p, q)` for a quotient of two integers as written (`Mul(p, Pow(q, -1))`), else `(None, None)`."""
+    if isinstance(node, sympy.Mul) and len(node.args) == 2:
+        top, bottom = node.args
+        if (
+            top.is_Integer
+            and isinstance(bottom, sympy.Pow)
+            and bottom.args[0].is_Integer
+            and bottom.args[1] == -1
+            and bottom.args[0] != 0
+        ):
+            return int(top), int(bottom.args[0])
+    return None, None
