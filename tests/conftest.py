@@ -10,41 +10,19 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-# TRL's configs turn `bf16` on unless told otherwise, and what bf16 autocast computes depends on the CPU (its kernels
-# round differently on different processors), so a test that inherits the default passes on one machine and fails on
-# another. In the test process every TRL config must therefore say `bf16` (or `fp16`) itself: an unpinned one raises
-# at construction. `CODAPO_TEST_UNPINNED_BF16=on` / `off` lets unpinned configs through with bf16 on / off instead
-# (to find the tests that inherit it: run the suite both ways and compare).
-UNPINNED_BF16 = os.environ.get("CODAPO_TEST_UNPINNED_BF16", "error")
-if UNPINNED_BF16 not in ("error", "on", "off"):
-    raise ValueError(f"CODAPO_TEST_UNPINNED_BF16 must be 'error', 'on' or 'off', not {UNPINNED_BF16!r}")
-
-
-class PrecisionNotPinnedError(ValueError):
-    """A test built a TRL config without saying `bf16`/`fp16`: its numbers would depend on the machine's CPU."""
-
-
-def _pin_precision(config) -> None:
-    if config.bf16 is not None or config.fp16:
-        return
-    if UNPINNED_BF16 == "error":
-        raise PrecisionNotPinnedError(
-            f"{type(config).__name__} built without `bf16`: TRL turns it on by default and bf16 autocast rounds "
-            "differently on different CPUs; pass bf16=False (or True, with bounds that hold on any CPU)"
-        )
-    config.bf16 = UNPINNED_BF16 == "on"
-
 
 @pytest.fixture(autouse=True, scope="session")
 def _precision_must_be_pinned():
-    """Every `GRPOConfig` (so `CoDaPOConfig`) and `SFTConfig` built in the test process pins its precision."""
+    """Every `GRPOConfig` (so `CoDaPOConfig`) and `SFTConfig` built in the test process pins its precision
+    (`helpers_training.pin_precision`: TRL turns bf16 on by default, and bf16 rounds differently on different CPUs)."""
+    from helpers_training import pin_precision
     from trl import GRPOConfig, SFTConfig
 
     originals = {cls: cls.__post_init__ for cls in (GRPOConfig, SFTConfig)}
 
     def checked(original):
         def __post_init__(self):
-            _pin_precision(self)
+            pin_precision(self)
             original(self)
 
         return __post_init__

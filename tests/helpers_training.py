@@ -5,6 +5,7 @@ Plain functions, imported as `from helpers_training import ...` (tests/ is on th
 
 from __future__ import annotations
 
+import os
 from unittest.mock import patch
 
 import torch
@@ -17,6 +18,32 @@ from codapo_trl import CoDaPOConfig
 # What the hardware would otherwise decide, pinned: float32 without autocast (TRL turns bf16 on by default, and bf16
 # kernels round differently on different CPUs), the model loaded in float32 with PyTorch's SDPA attention.
 PINNED_PRECISION = dict(bf16=False, fp16=False, model_init_kwargs={"dtype": "float32", "attn_implementation": "sdpa"})
+
+
+# TRL's configs turn `bf16` on unless told otherwise, and what bf16 autocast computes depends on the CPU (its kernels
+# round differently on different processors), so a test that inherits the default passes on one machine and fails on
+# another. In the test process every TRL config must therefore say `bf16` (or `fp16`) itself: an unpinned one raises
+# at construction. `CODAPO_TEST_UNPINNED_BF16=on` / `off` lets unpinned configs through with bf16 on / off instead
+# (to find the tests that inherit it: run the suite both ways and compare).
+UNPINNED_BF16 = os.environ.get("CODAPO_TEST_UNPINNED_BF16", "error")
+if UNPINNED_BF16 not in ("error", "on", "off"):
+    raise ValueError(f"CODAPO_TEST_UNPINNED_BF16 must be 'error', 'on' or 'off', not {UNPINNED_BF16!r}")
+
+
+class PrecisionNotPinnedError(ValueError):
+    """A test built a TRL config without saying `bf16`/`fp16`: its numbers would depend on the machine's CPU."""
+
+
+def pin_precision(config) -> None:
+    """conftest's guard on every TRL config built in the test process (see above)."""
+    if config.bf16 is not None or config.fp16:
+        return
+    if UNPINNED_BF16 == "error":
+        raise PrecisionNotPinnedError(
+            f"{type(config).__name__} built without `bf16`: TRL turns it on by default and bf16 autocast rounds "
+            "differently on different CPUs; pass bf16=False (or True, with bounds that hold on any CPU)"
+        )
+    config.bf16 = UNPINNED_BF16 == "on"
 
 
 def make_args(tmp_path, config_class=CoDaPOConfig, **overrides) -> CoDaPOConfig:

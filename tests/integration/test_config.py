@@ -181,7 +181,7 @@ def test_trainer_rejects_iterable_dataset_with_sampling(tiny_model_dir, tmp_path
 def test_the_suite_refuses_a_config_that_leaves_precision_to_the_machine(tmp_path):
     """conftest's guard: a TRL config built in a test without `bf16` raises, so a test that would inherit TRL's bf16
     default (whose numbers depend on the CPU's bf16 kernels) fails on every machine, CI's included."""
-    from conftest import UNPINNED_BF16, PrecisionNotPinnedError
+    from helpers_training import UNPINNED_BF16, PrecisionNotPinnedError
 
     if UNPINNED_BF16 != "error":
         pytest.skip(f"CODAPO_TEST_UNPINNED_BF16={UNPINNED_BF16} lets unpinned configs through")
