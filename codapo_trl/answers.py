@@ -27,6 +27,7 @@ __all__ = [
     "QUESTION_ID_COLUMNS",
     "auto_answer",
     "braced_group",
+    "braced_group_end",
     "completion_text",
     "contains_box",
     "gsm8k_final_answer",
@@ -51,6 +52,37 @@ _BOX_COMMAND_RE = re.compile(r"\\(?:boxed|fbox)\b")
 _BRACELESS_TOKEN_RE = re.compile(r"[^\s$]+")
 
 
+def braced_group_end(text: str, open_index: int) -> int | None:
+    """Index just after the `}` that closes the `{...}` group opening at `open_index`, or `None` if it is never
+    closed (the scanning rule of [`braced_group`]).
+
+    Example:
+        ```python
+        >>> braced_group_end(r"x{a{b}}y", 1)
+        7
+        >>> braced_group_end("{never closed", 0) is None
+        True
+
+        ```
+    """
+    depth = 0
+    index = open_index
+    length = len(text)
+    while index < length:
+        char = text[index]
+        if char == "\\":
+            index += 2
+            continue
+        if char == "{":
+            depth += 1
+        elif char == "}":
+            depth -= 1
+            if depth == 0:
+                return index + 1
+        index += 1
+    return None
+
+
 def braced_group(text: str, open_index: int) -> str | None:
     """Content of the `{...}` group opening at `open_index`, or `None` if it is never closed.
 
@@ -69,22 +101,8 @@ def braced_group(text: str, open_index: int) -> str | None:
 
         ```
     """
-    depth = 0
-    index = open_index
-    length = len(text)
-    while index < length:
-        char = text[index]
-        if char == "\\":
-            index += 2
-            continue
-        if char == "{":
-            depth += 1
-        elif char == "}":
-            depth -= 1
-            if depth == 0:
-                return text[open_index + 1 : index]
-        index += 1
-    return None
+    end = braced_group_end(text, open_index)
+    return None if end is None else text[open_index + 1 : end - 1]
 
 
 def contains_box(text: str) -> bool:

@@ -17,6 +17,8 @@ from typing import Any
 
 import sympy
 
+from codapo_trl.answers import braced_group_end
+
 
 __all__ = ["WORDS", "Mixed", "integer_quotient", "prepare", "read_form", "unit_words"]
 
@@ -57,25 +59,6 @@ def unit_words() -> frozenset[str]:
     words |= {"meter", "metre", "centimeter", "centimetre", "millimeter", "kilometer", "gram", "kilogram", "liter"}
     words |= {"second", "minute", "hour", "day", "week", "month", "year", "cm", "mm", "km", "m", "kg", "g", "h", "s"}
     return frozenset(words | {w + "s" for w in words} | {w + "es" for w in words} | {"feet", "inches", "children"})
-
-
-def _braced(text: str, open_index: int) -> int | None:
-    """Index just after the `}` closing the group that opens at `open_index`, or `None`."""
-    depth = 0
-    index = open_index
-    while index < len(text):
-        char = text[index]
-        if char == "\\":
-            index += 2
-            continue
-        if char == "{":
-            depth += 1
-        elif char == "}":
-            depth -= 1
-            if depth == 0:
-                return index + 1
-        index += 1
-    return None
 
 
 def _text_group_reading(content: str, command: str, whole: bool) -> str | None:
@@ -125,7 +108,7 @@ def prepare(latex: str) -> tuple[str | None, str | None]:
     text = unicodedata.normalize("NFKC", latex).replace("\u2212", "-")
     text = _TEXTCOLOR_RE.sub("", text)
     for match in reversed(list(_DROPPED_WITH_ARGUMENT_RE.finditer(text))):
-        end = _braced(text, match.end() - 1)
+        end = braced_group_end(text, match.end() - 1)
         if end is None:
             return None, WORDS
         text = text[: match.start()] + text[end:]
@@ -137,7 +120,7 @@ def prepare(latex: str) -> tuple[str | None, str | None]:
         match = _TEXT_RE.search(text)
         if match is None:
             break
-        end = _braced(text, match.end() - 1)
+        end = braced_group_end(text, match.end() - 1)
         if end is None:
             return None, WORDS
         content = text[match.end() : end - 1]
@@ -165,7 +148,7 @@ def prepare(latex: str) -> tuple[str | None, str | None]:
         text = text[: trailing.start(1)].rstrip()  # plain unit words after a number: "19 cm", "7 apples." (not "3 m")
     if text.endswith(".") and not text.endswith(".."):
         text = text[:-1].rstrip()  # the sentence's full stop written inside the box: 19.
-    while text.startswith("{") and _braced(text, 0) == len(text):
+    while text.startswith("{") and braced_group_end(text, 0) == len(text):
         text = text[1:-1].strip()  # {19}: a group, not a set
     return (text or None), (None if text else WORDS)
 
