@@ -9,10 +9,11 @@ import os
 from unittest.mock import patch
 
 import torch
+from fakes import deterministic_rollout, hash_reward
 from transformers import TrainerCallback
 from trl import GRPOTrainer
 
-from codapo_trl import CoDaPOConfig
+from codapo_trl import CoDaPOConfig, CoDaPOTrainer
 
 
 # What the hardware would otherwise decide, pinned: float32 without autocast (TRL turns bf16 on by default, and bf16
@@ -111,3 +112,19 @@ def record_outputs(trainer):
 
     trainer._generate_and_score_completions = spy
     return outputs
+
+
+def train_recording_generations(model_dir, args, dataset, callbacks=(), resume=None):
+    """Train with deterministic rollouts (optionally resuming); returns the trainer and its parent generations."""
+    trainer = CoDaPOTrainer(
+        model_dir,
+        hash_reward,
+        args=args,
+        train_dataset=dataset,
+        rollout_func=deterministic_rollout,
+        callbacks=list(callbacks),
+    )
+    calls, parent_patch = record_parent_generations(trainer)
+    with parent_patch:
+        trainer.train(resume_from_checkpoint=resume)
+    return trainer, calls

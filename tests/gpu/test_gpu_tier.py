@@ -9,9 +9,9 @@ import math
 
 import pytest
 import torch
-from fakes import deterministic_rollout, hash_reward, parity_reward, question_dataset
+from fakes import parity_reward, question_dataset
 from gpu_devices import GPU_MARKS
-from helpers_training import StopAfter, phases, record_outputs, record_parent_generations
+from helpers_training import StopAfter, phases, record_outputs, record_parent_generations, train_recording_generations
 from trl import GRPOConfig, GRPOTrainer
 
 from codapo_trl import CoDaPOTrainer
@@ -130,18 +130,7 @@ def test_checkpoint_save_and_resume_between_b_and_s(device, device_args, tiny_mo
     dataset = question_dataset()
 
     def run(args, callbacks=(), resume=None):
-        trainer = CoDaPOTrainer(
-            tiny_model_dir,
-            hash_reward,
-            args=args,
-            train_dataset=dataset,
-            rollout_func=deterministic_rollout,
-            callbacks=list(callbacks),
-        )
-        calls, parent_patch = record_parent_generations(trainer)
-        with parent_patch:
-            trainer.train(resume_from_checkpoint=resume)
-        return trainer, calls
+        return train_recording_generations(tiny_model_dir, args, dataset, callbacks, resume)
 
     straight, straight_calls = run(device_args(tmp_path / "straight", **common))
     interrupted = device_args(tmp_path / "interrupted", **common)

@@ -7,7 +7,14 @@ from unittest.mock import patch
 import pytest
 import torch
 from fakes import GradRecorder, deterministic_rollout, hash_reward, parity_reward, question_dataset
-from helpers_training import StopAfter, make_args, phases, record_outputs, record_parent_generations
+from helpers_training import (
+    StopAfter,
+    make_args,
+    phases,
+    record_outputs,
+    record_parent_generations,
+    train_recording_generations,
+)
 
 from codapo_trl import CoDaPOTrainer, coda
 
@@ -380,22 +387,6 @@ def test_evaluate_is_unaffected(tiny_model_dir, tmp_path):
     note.assert_not_called()
     assert "eval_loss" in metrics and not any(("codapo" in key or "dynamics" in key) for key in metrics)
     assert trainer._codapo.selection is None
-
-
-def train_recording_generations(model_dir, args, dataset, callbacks=(), resume=None):
-    """Train with deterministic rollouts (optionally resuming); returns the trainer and its parent generations."""
-    trainer = CoDaPOTrainer(
-        model_dir,
-        hash_reward,
-        args=args,
-        train_dataset=dataset,
-        rollout_func=deterministic_rollout,
-        callbacks=list(callbacks),
-    )
-    calls, parent_patch = record_parent_generations(trainer)
-    with parent_patch:
-        trainer.train(resume_from_checkpoint=resume)
-    return trainer, calls
 
 
 @pytest.mark.parametrize("timing", ["before_update", "after_update"])
