@@ -27,25 +27,12 @@ from pathlib import Path
 
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "codapo_vs_grpo"))
-from report import discovery_rate  # noqa: E402  (round 1's measure: one home for it)
+from report import discovery_rate, pass_rate  # noqa: E402  (round 1's measures: one home for them)
 
 
 def read_log(path: Path) -> list[dict]:
     """The rows of one question log (a partial log of an interrupted run reads the same way)."""
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-
-def pass_rate(rows: Iterable[dict], level: int) -> tuple[int, int]:
-    """Correct completions and all completions of `level` in the fresh-batch groups (phase 0) of `rows`.
-
-    Example:
-        >>> pass_rate([{"level": 6, "phase": 0, "num_correct": 1, "num_generations": 8},
-        ...            {"level": 6, "phase": 1, "num_correct": 8, "num_generations": 8},
-        ...            {"level": 5, "phase": 0, "num_correct": 8, "num_generations": 8}], 6)
-        (1, 8)
-    """
-    groups = [r for r in rows if r["level"] == level and r["phase"] == 0]
-    return sum(r["num_correct"] for r in groups), sum(r["num_generations"] for r in groups)
 
 
 def window(rows: Iterable[dict], first: int, last: int) -> list[dict]:
