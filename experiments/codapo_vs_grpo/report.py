@@ -312,7 +312,8 @@ def regime_facts(runs: dict, seeds: list[int]) -> list[str]:
         lines += [
             "**The tightest signal** of the campaign is the uniform control (a second update on K random questions "
             f"of B, constant weights) against GRPO on levels 3-5 after update 32 (avg@4): {fmt_interval(uniform)}. "
-            "It points to repetition, fewer distinct questions for the same updates, as the cost.",
+            "Its t interval holds 0; it points to repetition (fewer distinct questions for the same updates) as "
+            "the likelier cost than value guidance.",
             "",
         ]
     return lines
