@@ -85,9 +85,12 @@ class Evaluation:
         return 0.0 if self.kind == "greedy" else EVAL_TEMPERATURE
 
 
-def evaluations_at(step: int) -> list[Evaluation]:
-    """What the protocol reads at an update: greedy at every read-out point, avg@4 as well at 31 and 32."""
-    kinds = (["avg4"] if step in SAMPLED_STEPS else []) + (["greedy"] if step in GREEDY_STEPS else [])
+def evaluations_at(
+    step: int, greedy_steps: tuple[int, ...] = GREEDY_STEPS, sampled_steps: tuple[int, ...] = SAMPLED_STEPS
+) -> list[Evaluation]:
+    """What the protocol reads at an update: greedy at every read-out point, avg@4 as well at 31 and 32 (round 1's
+    defaults; round 2 passes its own steps)."""
+    kinds = (["avg4"] if step in sampled_steps else []) + (["greedy"] if step in greedy_steps else [])
     return [Evaluation(kind) for kind in kinds]
 
 
@@ -107,13 +110,14 @@ def train_command(
     overrides: list[str],
     updates: int = UPDATES,
     checkpoints: tuple[int, ...] | None = None,
+    read_out_steps: tuple[int, ...] = GREEDY_STEPS,
 ) -> list[str]:
     """The training command line of one run (`recipe_path`: the arm's recipe, written by `compare.arm_recipe`).
 
     `checkpoints`: the updates before the last whose models are saved for a read-out (default: the protocol's
     greedy read-outs before `updates`; empty: none, e.g. a pilot that only trains)."""
     if checkpoints is None:
-        checkpoints = tuple(sorted(s for s in GREEDY_STEPS if s < updates))
+        checkpoints = tuple(sorted(s for s in read_out_steps if s < updates))
     command = [
         sys.executable, str(ROOT / "recipes" / "codapo_math.py"),
         "--config", str(recipe_path),
@@ -207,7 +211,9 @@ def run_one(arm: str, seed: int, options: argparse.Namespace, compare, recipe: d
         work.mkdir(parents=True)
         recipe_path = compare.arm_recipe(arm, recipe, work / "recipe.yaml")
         checkpoints = () if options.train_only else None
-        command = train_command(arm, seed, recipe_path, work, compare.ARMS[arm], options.updates, checkpoints)
+        command = train_command(
+            arm, seed, recipe_path, work, compare.ARMS[arm], options.updates, checkpoints, read_out_steps(options)
+        )
         shown = ["python", *(c.replace(f"{ROOT}/", "") for c in command[1:])]  # paths relative to the checkout
         (results / "command.txt").write_text(" ".join(shown) + "\n")
         shutil.copy(recipe_path, results / "recipe.yaml")
@@ -221,13 +227,28 @@ def run_one(arm: str, seed: int, options: argparse.Namespace, compare, recipe: d
     if options.train_only:  # a pilot: its logs are the result; no read-out
         (results / "done.json").write_text(json.dumps({"arm": arm, "seed": seed, "train_only": True}))
         return
-    for step in (s for s in GREEDY_STEPS if s <= options.updates):
+    for step in (s for s in read_out_steps(options) if s <= options.updates):
         model = work if step == options.updates else work / f"checkpoint-{step}"
-        for evaluation in evaluations_at(step):
+        for evaluation in evaluations_at(step, *protocol_steps(options)):
             evaluate(model, evaluation, recipe, benchmark, results / "eval" / f"step{step}-{evaluation.kind}")
         if model != work and not options.keep_checkpoints:
             shutil.rmtree(model, ignore_errors=True)  # gone already when an earlier sitting read it out
     (results / "done.json").write_text(json.dumps({"arm": arm, "seed": seed}))
+
+
+def protocol_steps(options: argparse.Namespace) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The greedy and avg@4 read-out updates of a campaign (`--greedy-steps`, `--sampled-steps`; round 1's by
+    default, also for a namespace built without them)."""
+    return (
+        tuple(getattr(options, "greedy_steps", None) or GREEDY_STEPS),
+        tuple(getattr(options, "sampled_steps", None) or SAMPLED_STEPS),
+    )
+
+
+def read_out_steps(options: argparse.Namespace) -> tuple[int, ...]:
+    """Every update with a read-out of either kind, in order."""
+    greedy, sampled = protocol_steps(options)
+    return tuple(sorted(set(greedy) | set(sampled)))
 
 
 def pin_grader() -> None:
@@ -254,6 +275,8 @@ def main(argv: list[str] | None = None) -> None:
         help="held-out test questions per level, as LEVEL=QUESTIONS (default: round 1's)",
     )
     parser.add_argument("--train-only", action="store_true", help="train and keep the logs, no read-out (a pilot)")
+    parser.add_argument("--greedy-steps", nargs="+", type=int, default=list(GREEDY_STEPS), help="greedy read-outs")
+    parser.add_argument("--sampled-steps", nargs="+", type=int, default=list(SAMPLED_STEPS), help="avg@4 read-outs")
     options = parser.parse_args(argv)
     try:
         eval_questions = parse_level_counts(options.eval_questions)
@@ -271,7 +294,7 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(f"{options.recipe} lacks {missing}")
     compare = load_compare()
     benchmark = None if options.train_only else held_out_benchmark(eval_questions)
-    for evaluation in [] if options.train_only else evaluations_at(UPDATES):
+    for evaluation in [] if options.train_only else evaluations_at(options.updates, *protocol_steps(options)):
         evaluate(model, evaluation, recipe, benchmark, options.results_dir / "runs" / "warm_start" / evaluation.kind)
     for seed in options.seeds:  # seed-major: an interrupted campaign still has complete pairs
         for arm in options.arms:

@@ -219,7 +219,8 @@ def round_2_arms(run, tmp_path_factory):
     parsed = {}
     for arm in ("grpo", "codapo", "grpo_token_loss"):
         path = compare.arm_recipe(arm, recipe, out / f"{arm}.yaml")
-        parsed[arm] = parse(run.train_command(arm, 7, path, out / arm, compare.ARMS[arm])[2:])
+        command = run.train_command(arm, 7, path, out / arm, compare.ARMS[arm], read_out_steps=(8, 16, 24, 32))
+        parsed[arm] = parse(command[2:])
     return parsed
 
 
@@ -233,7 +234,7 @@ def test_round_2_arms_train_the_registered_regime(round_2_arms):
         assert script.dataset_levels == [4, 5, 6] and args.seed == 7 and args.max_steps == 32, arm
         assert args.per_device_train_batch_size * args.gradient_accumulation_steps // args.num_generations == 16, arm
         assert args.num_generations == 8 and args.learning_rate == 2e-5 and args.beta == 0.0, arm
-        assert script.save_at_steps == [8, 16, 24, 31], arm
+        assert script.save_at_steps == [8, 16, 24], arm
     grpo = round_2_arms["grpo"][1]
     assert type(grpo) is GRPOConfig and grpo.loss_type == "grpo"
     codapo = round_2_arms["codapo"][1]
@@ -277,6 +278,25 @@ def test_a_pilot_trains_only_and_keeps_its_logs(run, tmp_path, monkeypatch):
     results = options.results_dir / "runs" / "grpo-seed1"
     assert (results / "questions.jsonl").read_text() == '{"step": 1}\n'
     assert json.loads((results / "done.json").read_text())["train_only"] is True
+
+
+def test_round_2_read_outs(run):
+    """Greedy at 8, 16, 24 and 32 (the primary endpoint's four), avg@4 at T = 0.6 only at 32."""
+    import argparse
+
+    steps = argparse.Namespace(greedy_steps=[8, 16, 24, 32], sampled_steps=[32])
+    assert run.read_out_steps(steps) == (8, 16, 24, 32)
+    reads = {
+        step: [(e.kind, e.num_samples) for e in run.evaluations_at(step, *run.protocol_steps(steps))]
+        for step in range(1, 33)
+    }
+    assert {step: kinds for step, kinds in reads.items() if kinds} == {
+        8: [("greedy", 1)],
+        16: [("greedy", 1)],
+        24: [("greedy", 1)],
+        32: [("avg4", 4), ("greedy", 1)],
+    }
+    assert run.read_out_steps(argparse.Namespace()) == (8, 16, 24, 31, 32)  # round 1's
 
 
 def test_held_out_questions_option(run):
