@@ -505,6 +505,19 @@ def test_arithmetic_registry_entry():
     assert train[0]["prompt"][0] == {"role": "system", "content": SYSTEM_PROMPT}
 
 
+def test_arithmetic_registry_builds_a_level_outside_the_defaults():
+    # level 6 is not in the builder's default levels: asking for it must give its rows, not an empty filter
+    mix = load_math_dataset("arithmetic", "train", num_per_level=5, levels=[4, 5, 6])
+    assert sorted(mix["level"]) == [4] * 5 + [5] * 5 + [6] * 5
+    assert all(
+        ARITHMETIC_LEVELS[6].accepts(int(a), int(b)) for a, b, lv in zip(mix["a"], mix["b"], mix["level"]) if lv == 6
+    )
+    # a request within the defaults builds exactly what it did before level 6 existed: filtered from levels 1-5
+    within = load_math_dataset("arithmetic", "train", num_per_level=5, levels=[3, 4, 5])
+    full = make_arithmetic_dataset(5, levels=(1, 2, 3, 4, 5), seed=0, split="train")
+    assert within["question"] == [q for q, lv in zip(full["question"], full["level"]) if lv in (3, 4, 5)]
+
+
 def test_arithmetic_registry_defaults():
     train = load_math_dataset("arithmetic", "train")
     assert len(train) == 5 * 200
