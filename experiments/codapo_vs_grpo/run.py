@@ -239,9 +239,10 @@ def run_one(arm: str, seed: int, options: argparse.Namespace, compare, recipe: d
 def protocol_steps(options: argparse.Namespace) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """The greedy and avg@4 read-out updates of a campaign (`--greedy-steps`, `--sampled-steps`; round 1's by
     default, also for a namespace built without them)."""
+    greedy, sampled = getattr(options, "greedy_steps", None), getattr(options, "sampled_steps", None)
     return (
-        tuple(getattr(options, "greedy_steps", None) or GREEDY_STEPS),
-        tuple(getattr(options, "sampled_steps", None) or SAMPLED_STEPS),
+        tuple(GREEDY_STEPS if greedy is None else greedy),
+        tuple(SAMPLED_STEPS if sampled is None else sampled),  # empty: no avg@4 read-out
     )
 
 
@@ -276,7 +277,9 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--train-only", action="store_true", help="train and keep the logs, no read-out (a pilot)")
     parser.add_argument("--greedy-steps", nargs="+", type=int, default=list(GREEDY_STEPS), help="greedy read-outs")
-    parser.add_argument("--sampled-steps", nargs="+", type=int, default=list(SAMPLED_STEPS), help="avg@4 read-outs")
+    parser.add_argument(
+        "--sampled-steps", nargs="*", type=int, default=list(SAMPLED_STEPS), help="avg@4 read-outs (none: no value)"
+    )
     options = parser.parse_args(argv)
     try:
         eval_questions = parse_level_counts(options.eval_questions)

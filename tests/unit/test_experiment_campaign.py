@@ -297,6 +297,8 @@ def test_round_2_read_outs(run):
         32: [("avg4", 4), ("greedy", 1)],
     }
     assert run.read_out_steps(argparse.Namespace()) == (8, 16, 24, 31, 32)  # round 1's
+    greedy_only = argparse.Namespace(greedy_steps=[8, 16, 24, 32], sampled_steps=[])
+    assert [e.kind for e in run.evaluations_at(32, *run.protocol_steps(greedy_only))] == ["greedy"]
 
 
 def test_held_out_questions_option(run):
