@@ -103,8 +103,8 @@ ARITHMETIC_LEVELS: dict[int, ArithmeticLevel] = {
 answer = boxed number, else the last integer of the completion). Base accuracy per level 1-5 was
 0.38 / 0.33 / 0.22 / 0.04 / 0.00 at temperature 0.6 and 0.17 / 0.11 / 0.09 / 0.02 / 0.00 at temperature 1.0. The
 base model almost never writes `\\boxed{}` (at most 2% of completions), so a boxed-only reward scores 0 everywhere.
-Level 6, the hard level of the second CoDaPO-vs-GRPO campaign, was added later and calibrated on that campaign's
-warm start (`experiments/codapo_vs_grpo_r2/PREREGISTRATION.md`); the default level sets stay 1-5."""
+Level 6 was added later as the candidate hard level of the second CoDaPO-vs-GRPO campaign; its pass rate under that
+campaign's warm start is in `experiments/codapo_vs_grpo_r2/PREREGISTRATION.md`. The default level sets stay 1-5."""
 
 ARITHMETIC_TEST_FRACTION = 0.25
 """Share of each level's questions reserved for the held-out `test` split (chosen by a hash of the question)."""
