@@ -60,6 +60,17 @@ ARMS: dict[str, list[str]] = {
         "--codapo_weighting",
         "false",
     ],
+    # round 2's loss-only arm: GRPO's advantages (v = 1, no S) under CoDaPO's per-question token-averaged loss
+    "grpo_token_loss": [
+        "--algorithm",
+        "codapo",
+        "--loss_type",
+        "codapo",
+        "--codapo_weighting",
+        "false",
+        "--codapo_sampling",
+        "false",
+    ],
     "dapo": [
         "--algorithm",
         "dapo",
@@ -95,6 +106,7 @@ LABELS = {
     "codapo": "CoDaPO",
     "codapo_weighting": "CoDaPO, weighting only",
     "codapo_uniform": "uniform control",
+    "grpo_token_loss": "GRPO, CoDaPO's loss",
     "dapo": "DAPO",
     "dr_grpo": "Dr. GRPO",
     "gpg": "GPG",

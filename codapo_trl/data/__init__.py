@@ -42,6 +42,7 @@ from codapo_trl.data.arithmetic import (
     ArithmeticLevel,
     arithmetic_pool_sizes,
     arithmetic_question,
+    carry_count,
     make_arithmetic_dataset,
 )
 from codapo_trl.data.arithmetic import _arithmetic_pools as _arithmetic_pools  # tests reach it through the package
@@ -75,6 +76,7 @@ __all__ = [
     "arithmetic_pool_sizes",
     "arithmetic_question",
     "auto_answer",
+    "carry_count",
     "format_math_dataset",
     "gsm8k_final_answer",
     "last_boxed",

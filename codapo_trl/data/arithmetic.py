@@ -1,5 +1,6 @@
-"""The synthetic leveled arithmetic task ("What is 23 + 45?"): five frozen levels, seeded, with disjoint train and
-test questions; offline, the dataset of the embedded SmolLM2-135M default (registry name `arithmetic`)."""
+"""The synthetic leveled arithmetic task ("What is 23 + 45?"): six frozen levels (1-5 the default set, 6 a harder
+one), seeded, with disjoint train and test questions; offline, the dataset of the embedded SmolLM2-135M default
+(registry name `arithmetic`)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ __all__ = [
     "ArithmeticLevel",
     "arithmetic_pool_sizes",
     "arithmetic_question",
+    "carry_count",
     "make_arithmetic_dataset",
     "question_hash",
 ]
@@ -40,6 +42,9 @@ class ArithmeticLevel:
             Inclusive range of the second operand.
         carry (`bool` or `None`, *optional*):
             `False`: no column may carry; `True`: at least one column carries; `None`: either.
+        min_carries (`int`, *optional*, defaults to `0`):
+            Least number of columns that carry (a column carries when its two digits plus the carry coming into it
+            reach 10), e.g. 2 for "at least two carries"; 0 sets no bound.
         description (`str`, *optional*):
             Human-readable summary.
     """
@@ -49,12 +54,14 @@ class ArithmeticLevel:
     b_range: tuple[int, int]
     carry: bool | None = None
     description: str = ""
+    min_carries: int = 0
 
     def accepts(self, a: int, b: int) -> bool:
         """Whether the pair `(a, b)` belongs to this level."""
         if not (self.a_range[0] <= a <= self.a_range[1] and self.b_range[0] <= b <= self.b_range[1]):
             return False
-        return self.carry is None or _has_carry(a, b) == self.carry
+        carries = carry_count(a, b)
+        return (self.carry is None or (carries > 0) == self.carry) and carries >= self.min_carries
 
     def pool_size(self) -> int:
         """Number of distinct `(a, b)` pairs in this level (all splits together)."""
@@ -65,12 +72,20 @@ class ArithmeticLevel:
         )
 
 
-def _has_carry(a: int, b: int) -> bool:
+def carry_count(a: int, b: int) -> int:
+    """Number of columns of the written addition `a + b` (non-negative integers) that carry, counting the carry
+    a column receives from the one before it.
+
+    Example:
+        >>> carry_count(23, 45), carry_count(57, 8), carry_count(999, 1), carry_count(158, 261)
+        (0, 1, 3, 1)
+    """
+    carries, incoming = 0, 0
     while a or b:
-        if a % 10 + b % 10 >= 10:
-            return True
+        incoming = int(a % 10 + b % 10 + incoming >= 10)
+        carries += incoming
         a, b = a // 10, b // 10
-    return False
+    return carries
 
 
 ARITHMETIC_LEVELS: dict[int, ArithmeticLevel] = {
@@ -79,12 +94,17 @@ ARITHMETIC_LEVELS: dict[int, ArithmeticLevel] = {
     3: ArithmeticLevel(3, (10, 19), (1, 9), description="10-19 + one-digit"),
     4: ArithmeticLevel(4, (20, 99), (1, 9), description="20-99 + one-digit"),
     5: ArithmeticLevel(5, (100, 999), (10, 99), description="three-digit + two-digit"),
+    6: ArithmeticLevel(
+        6, (100, 999), (100, 999), min_carries=2, description="three-digit + three-digit, at least two carries"
+    ),
 }
 """The frozen level definitions, calibrated on the embedded SmolLM2-135M-Instruct with
 `experiments/calibrate_arithmetic.py` (32 questions x 4 samples per level, 64 new tokens, the paper's system prompt,
 answer = boxed number, else the last integer of the completion). Base accuracy per level 1-5 was
 0.38 / 0.33 / 0.22 / 0.04 / 0.00 at temperature 0.6 and 0.17 / 0.11 / 0.09 / 0.02 / 0.00 at temperature 1.0. The
-base model almost never writes `\\boxed{}` (at most 2% of completions), so a boxed-only reward scores 0 everywhere."""
+base model almost never writes `\\boxed{}` (at most 2% of completions), so a boxed-only reward scores 0 everywhere.
+Level 6 was added later as the candidate hard level of the second CoDaPO-vs-GRPO campaign; its pass rate under that
+campaign's warm start is in `experiments/codapo_vs_grpo_r2/PREREGISTRATION.md`. The default level sets stay 1-5."""
 
 ARITHMETIC_TEST_FRACTION = 0.25
 """Share of each level's questions reserved for the held-out `test` split (chosen by a hash of the question)."""
@@ -216,8 +236,7 @@ def registry_builder(
             num_per_level = 200
             allow_repeats = True if allow_repeats is None else allow_repeats
         else:
-            sizes = arithmetic_pool_sizes(split)
-            num_per_level = {lvl: min(40, sizes[lvl]) for lvl in levels}
+            num_per_level = {lvl: min(40, len(_arithmetic_pools(lvl)[split])) for lvl in levels}
     return make_arithmetic_dataset(
         num_per_level, levels=levels, seed=seed, split=split, allow_repeats=bool(allow_repeats)
     )

@@ -3,6 +3,7 @@ for CoDaPO / GRPO training and evaluation."""
 
 from __future__ import annotations
 
+import inspect
 import logging
 import os
 import re
@@ -87,7 +88,8 @@ def load_math_dataset(
         if spec is not None or config is not None:
             raise ValueError(f"spec= and config= do not apply to the registered dataset {name!r}.")
         file_spec = DATASET_REGISTRY[name]
-        raw = file_spec.load_raw(split, **load_kwargs)
+        levels = None if levels is None else list(levels)
+        raw = file_spec.load_raw(split, **_builder_levels(file_spec.builder, levels, load_kwargs))
         source = f"{name} ({file_spec.hub_id or 'generated'}, split {split!r})"
     elif path.suffix.lower() in LOCAL_SUFFIXES or path.is_file():
         raw = _load_local(path, **load_kwargs)
@@ -117,6 +119,21 @@ def load_math_dataset(
     )
     logger.info("Loaded %d rows from %s.", len(dataset), source)
     return dataset
+
+
+def _builder_levels(builder: Callable | None, levels: list[int] | None, load_kwargs: dict) -> dict:
+    """A generated dataset builds its default levels and the rows are then filtered by level. Asked for a level
+    outside those defaults (arithmetic level 6), the builder is asked for its defaults plus the new levels, so that
+    the filter has rows to keep; a request within the defaults builds exactly what it always did (same rows, same
+    order: runs made before a level was added reproduce)."""
+    if builder is None or levels is None or "levels" in load_kwargs:
+        return load_kwargs
+    parameter = inspect.signature(builder).parameters.get("levels")
+    if parameter is None or parameter.default is inspect.Parameter.empty:
+        return load_kwargs
+    defaults = list(parameter.default)
+    extra = sorted(set(levels) - set(defaults))
+    return {**load_kwargs, "levels": [*defaults, *extra]} if extra else load_kwargs
 
 
 def _load_local(path: Path, **load_kwargs) -> Dataset:

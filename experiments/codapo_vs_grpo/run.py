@@ -15,6 +15,11 @@ evaluation its summary and its samples (gzip). A run whose `done.json` exists is
 finished is only evaluated, a run whose training did not finish is restarted from scratch (PREREGISTRATION.md,
 "Seeds"). The warm start is evaluated once, the same way.
 
+The same driver runs round 2 (`experiments/codapo_vs_grpo_r2/PREREGISTRATION.md`) through its options: another
+recipe, results and work directories, held-out questions (`--eval-questions 4=180 5=200 6=200`), arms (the
+loss-only arm `grpo_token_loss`) and, for the pilot, `--updates 16 --train-only` (training and its logs, no
+read-outs). Round 1's defaults are unchanged.
+
 The grader is pinned to the rule the campaign was pre-registered with (`GRADER_ENVIRONMENT`: the last box alone,
 also for the training subprocesses), since the grader's default later came to refuse a right box contradicted after
 it (`codapo_trl.rewards.grade_answers`, `read_after_box`); the report re-grades under that rule as a sensitivity
@@ -49,6 +54,8 @@ logger = logging.getLogger("codapo_vs_grpo")
 
 # PREREGISTRATION.md, "Arms": the names of experiments/compare.py's ARMS, in the order they run within a seed.
 ARM_NAMES = ("grpo", "codapo", "codapo_weighting", "codapo_uniform")
+# Round 2 (issue 27) adds GRPO's advantages under CoDaPO's per-question token-averaged loss (v = 1, no S).
+ALL_ARM_NAMES = (*ARM_NAMES, "grpo_token_loss")
 BASELINE_ARMS = ("grpo",)  # TRL's GRPOTrainer: no codapo_* keys, the question log through baseline_dynamics
 # PREREGISTRATION.md, "Evaluation": the held-out questions per level and the models' read-out points.
 EVAL_QUESTIONS = {1: 14, 2: 12, 3: 23, 4: 180, 5: 200}
@@ -78,9 +85,12 @@ class Evaluation:
         return 0.0 if self.kind == "greedy" else EVAL_TEMPERATURE
 
 
-def evaluations_at(step: int) -> list[Evaluation]:
-    """What the protocol reads at an update: greedy at every read-out point, avg@4 as well at 31 and 32."""
-    kinds = (["avg4"] if step in SAMPLED_STEPS else []) + (["greedy"] if step in GREEDY_STEPS else [])
+def evaluations_at(
+    step: int, greedy_steps: tuple[int, ...] = GREEDY_STEPS, sampled_steps: tuple[int, ...] = SAMPLED_STEPS
+) -> list[Evaluation]:
+    """What the protocol reads at an update: greedy at every read-out point, avg@4 as well at 31 and 32 (round 1's
+    defaults; round 2 passes its own steps)."""
+    kinds = (["avg4"] if step in sampled_steps else []) + (["greedy"] if step in greedy_steps else [])
     return [Evaluation(kind) for kind in kinds]
 
 
@@ -92,17 +102,31 @@ def load_compare():
     return module
 
 
-def train_command(arm: str, seed: int, recipe_path: Path, run_dir: Path, overrides: list[str]) -> list[str]:
-    """The training command line of one run (`recipe_path`: the arm's recipe, written by `compare.arm_recipe`)."""
+def train_command(
+    arm: str,
+    seed: int,
+    recipe_path: Path,
+    run_dir: Path,
+    overrides: list[str],
+    updates: int = UPDATES,
+    checkpoints: tuple[int, ...] | None = None,
+    read_out_steps: tuple[int, ...] = GREEDY_STEPS,
+) -> list[str]:
+    """The training command line of one run (`recipe_path`: the arm's recipe, written by `compare.arm_recipe`).
+
+    `checkpoints`: the updates before the last whose models are saved for a read-out (default: the protocol's
+    greedy read-outs before `updates`; empty: none, e.g. a pilot that only trains)."""
+    if checkpoints is None:
+        checkpoints = tuple(sorted(s for s in read_out_steps if s < updates))
     command = [
         sys.executable, str(ROOT / "recipes" / "codapo_math.py"),
         "--config", str(recipe_path),
         *overrides,
         "--seed", str(seed),
-        "--max_steps", str(UPDATES),
+        "--max_steps", str(updates),
         "--output_dir", str(run_dir),
         "--save_strategy", "no",
-        "--save_at_steps", *[str(s) for s in sorted(set(GREEDY_STEPS) - {UPDATES})],
+        *(["--save_at_steps", *[str(s) for s in checkpoints]] if checkpoints else []),
         "--save_only_model", "true",
         "--logging_steps", "1",
         "--report_to", "none",
@@ -112,8 +136,25 @@ def train_command(arm: str, seed: int, recipe_path: Path, run_dir: Path, overrid
     return command
 
 
-def held_out_benchmark() -> Benchmark:
-    return load_benchmark("arithmetic", split="test", num_per_level=EVAL_QUESTIONS)
+def held_out_benchmark(questions: dict[int, int] | None = None) -> Benchmark:
+    """The fixed held-out set: `questions` per level of the `test` split (default: round 1's `EVAL_QUESTIONS`)."""
+    return load_benchmark("arithmetic", split="test", num_per_level=questions or EVAL_QUESTIONS)
+
+
+def parse_level_counts(values: list[str]) -> dict[int, int]:
+    """`["4=180", "6=200"]` -> `{4: 180, 6: 200}` (the `--eval-questions` option).
+
+    Example:
+        >>> parse_level_counts(["4=180", "6=200"])
+        {4: 180, 6: 200}
+    """
+    counts = {}
+    for value in values:
+        level, _, count = value.partition("=")
+        if not (level.isdigit() and count.isdigit()):
+            raise ValueError(f"Write each held-out level as LEVEL=QUESTIONS (e.g. 6=200), got {value!r}.")
+        counts[int(level)] = int(count)
+    return counts
 
 
 def evaluate(model: Path, evaluation: Evaluation, recipe: dict, benchmark: Benchmark, out: Path) -> dict:
@@ -169,7 +210,10 @@ def run_one(arm: str, seed: int, options: argparse.Namespace, compare, recipe: d
         shutil.rmtree(work, ignore_errors=True)
         work.mkdir(parents=True)
         recipe_path = compare.arm_recipe(arm, recipe, work / "recipe.yaml")
-        command = train_command(arm, seed, recipe_path, work, compare.ARMS[arm])
+        checkpoints = () if options.train_only else None
+        command = train_command(
+            arm, seed, recipe_path, work, compare.ARMS[arm], options.updates, checkpoints, read_out_steps(options)
+        )
         shown = ["python", *(c.replace(f"{ROOT}/", "") for c in command[1:])]  # paths relative to the checkout
         (results / "command.txt").write_text(" ".join(shown) + "\n")
         shutil.copy(recipe_path, results / "recipe.yaml")
@@ -180,13 +224,32 @@ def run_one(arm: str, seed: int, options: argparse.Namespace, compare, recipe: d
         (results / "train_seconds.json").write_text(json.dumps({"seconds": time.perf_counter() - start}))
     for file in ("trainer_state.json", "questions.jsonl", "train_results.json"):
         shutil.copy(work / file, results / file)
-    for step in GREEDY_STEPS:
-        model = work if step == UPDATES else work / f"checkpoint-{step}"
-        for evaluation in evaluations_at(step):
+    if options.train_only:  # a pilot: its logs are the result; no read-out
+        (results / "done.json").write_text(json.dumps({"arm": arm, "seed": seed, "train_only": True}))
+        return
+    for step in (s for s in read_out_steps(options) if s <= options.updates):
+        model = work if step == options.updates else work / f"checkpoint-{step}"
+        for evaluation in evaluations_at(step, *protocol_steps(options)):
             evaluate(model, evaluation, recipe, benchmark, results / "eval" / f"step{step}-{evaluation.kind}")
         if model != work and not options.keep_checkpoints:
             shutil.rmtree(model, ignore_errors=True)  # gone already when an earlier sitting read it out
     (results / "done.json").write_text(json.dumps({"arm": arm, "seed": seed}))
+
+
+def protocol_steps(options: argparse.Namespace) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The greedy and avg@4 read-out updates of a campaign (`--greedy-steps`, `--sampled-steps`; round 1's by
+    default, also for a namespace built without them)."""
+    greedy, sampled = getattr(options, "greedy_steps", None), getattr(options, "sampled_steps", None)
+    return (
+        tuple(GREEDY_STEPS if greedy is None else greedy),
+        tuple(SAMPLED_STEPS if sampled is None else sampled),  # empty: no avg@4 read-out
+    )
+
+
+def read_out_steps(options: argparse.Namespace) -> tuple[int, ...]:
+    """Every update with a read-out of either kind, in order."""
+    greedy, sampled = protocol_steps(options)
+    return tuple(sorted(set(greedy) | set(sampled)))
 
 
 def pin_grader() -> None:
@@ -200,12 +263,28 @@ def pin_grader() -> None:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2, 3, 4, 5])
-    parser.add_argument("--arms", nargs="+", default=list(ARM_NAMES), choices=ARM_NAMES)
+    parser.add_argument("--arms", nargs="+", default=list(ARM_NAMES), choices=ALL_ARM_NAMES)
     parser.add_argument("--recipe", type=Path, default=HERE / "recipe.yaml")
     parser.add_argument("--results-dir", type=Path, default=HERE / "results", help="committed artefacts")
     parser.add_argument("--work-dir", type=Path, default=ROOT / "outputs" / "codapo_vs_grpo", help="models")
     parser.add_argument("--keep-checkpoints", action="store_true", help="do not delete evaluated checkpoints")
+    parser.add_argument("--updates", type=int, default=UPDATES, help="optimizer updates per run (S updates count)")
+    parser.add_argument(
+        "--eval-questions",
+        nargs="+",
+        default=[f"{level}={count}" for level, count in EVAL_QUESTIONS.items()],
+        help="held-out test questions per level, as LEVEL=QUESTIONS (default: round 1's)",
+    )
+    parser.add_argument("--train-only", action="store_true", help="train and keep the logs, no read-out (a pilot)")
+    parser.add_argument("--greedy-steps", nargs="+", type=int, default=list(GREEDY_STEPS), help="greedy read-outs")
+    parser.add_argument(
+        "--sampled-steps", nargs="*", type=int, default=list(SAMPLED_STEPS), help="avg@4 read-outs (none: no value)"
+    )
     options = parser.parse_args(argv)
+    try:
+        eval_questions = parse_level_counts(options.eval_questions)
+    except ValueError as error:
+        parser.error(str(error))
     configure_logging()
     pin_grader()
     recipe = yaml.safe_load(options.recipe.read_text())
@@ -217,8 +296,8 @@ def main(argv: list[str] | None = None) -> None:
     if missing:  # the read-outs use the training's prompt and token limit
         parser.error(f"{options.recipe} lacks {missing}")
     compare = load_compare()
-    benchmark = held_out_benchmark()
-    for evaluation in evaluations_at(UPDATES):
+    benchmark = None if options.train_only else held_out_benchmark(eval_questions)
+    for evaluation in [] if options.train_only else evaluations_at(options.updates, *protocol_steps(options)):
         evaluate(model, evaluation, recipe, benchmark, options.results_dir / "runs" / "warm_start" / evaluation.kind)
     for seed in options.seeds:  # seed-major: an interrupted campaign still has complete pairs
         for arm in options.arms:

@@ -12,13 +12,16 @@ accuracy, in points). On those differences:
 - [`paired_t_power`] and [`required_seeds`]: power of the two-sided paired t-test (noncentral t) and the smallest
   number of seeds that reaches a target power for a given effect and SD of the differences;
 - [`detectable_effect`]: the smallest effect `n` seeds detect with that power;
-- [`verdict`]: the pre-registered decision rule (confirm / refute / inconclusive) from an interval.
+- [`verdict`]: the pre-registered decision rule (confirm / refute / inconclusive) from an interval;
+- [`sign_flip_p_value`]: the exact sign-flip (paired permutation) test of a mean difference against a null value,
+  which does not assume normal differences (added after round 1, issue 27).
 
 The quantiles come from `scipy.stats` (installed with the project's environment).
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
 import statistics
@@ -37,6 +40,7 @@ __all__ = [
     "paired_t_interval",
     "paired_t_power",
     "required_seeds",
+    "sign_flip_p_value",
     "verdict",
 ]
 
@@ -253,3 +257,52 @@ def verdict(interval: PairedInterval, smallest_effect: float) -> str:
     if interval.high < smallest_effect:
         return "refute"
     return "inconclusive"
+
+
+def sign_flip_p_value(
+    differences: Sequence[float], null: float = 0.0, alternative: str = "less", max_exact: int = 20
+) -> float:
+    """Exact p-value of the sign-flip (paired permutation) test of "the mean difference is `null`".
+
+    Under the null hypothesis each centred difference `d_i - null` is as likely to have either sign (symmetric
+    about 0), so the `2^n` ways of flipping the signs are equally likely. The p-value is the share of them whose
+    sum is at least as extreme as the observed sum: `alternative="less"` counts sums `<=` the observed one (evidence
+    that the mean is below `null`, e.g. "the effect is smaller than 5 points" with `null=5`), `"greater"` counts
+    sums `>=` it, `"two-sided"` counts absolute sums `>=` its absolute value. Sums are compared with a relative
+    tolerance of 1e-9 so that ties (e.g. a difference equal to `null`) count as extreme. The smallest attainable
+    one-sided p-value is `2^-n` (1/64 with 6 seeds).
+
+    Args:
+        differences (`Sequence[float]`): per-seed differences (at least 1).
+        null (`float`, *optional*, defaults to 0.0): the mean difference under the null hypothesis.
+        alternative (`str`, *optional*, defaults to `"less"`): `"less"`, `"greater"` or `"two-sided"`.
+        max_exact (`int`, *optional*, defaults to 20): refuse more differences than this (2^n sums are enumerated).
+
+    Example:
+        >>> sign_flip_p_value([-3.0, -1.0, 2.0], null=0.0)  # sums <= -2: -6, -4, -2 of 8
+        0.375
+        >>> sign_flip_p_value([-1.0, -2.0, -3.0], alternative="less")  # the most extreme of 8 sign patterns
+        0.125
+    """
+    values = [float(d) - float(null) for d in differences]
+    if not values:
+        raise ValueError("The sign-flip test needs at least one difference.")
+    if not all(math.isfinite(v) for v in values):
+        raise ValueError(f"Differences and null must be finite, got {list(differences)} and {null}.")
+    if len(values) > max_exact:
+        raise ValueError(f"{len(values)} differences give 2^{len(values)} sign patterns; at most {max_exact}.")
+    if alternative not in ("less", "greater", "two-sided"):
+        raise ValueError(f"alternative must be 'less', 'greater' or 'two-sided', got {alternative!r}.")
+    magnitudes = [abs(v) for v in values]
+    observed = sum(values)
+    tolerance = 1e-9 * max(sum(magnitudes), 1.0)
+    extreme = 0
+    for signs in itertools.product((1.0, -1.0), repeat=len(values)):
+        total = sum(sign * m for sign, m in zip(signs, magnitudes))
+        if alternative == "less":
+            extreme += total <= observed + tolerance
+        elif alternative == "greater":
+            extreme += total >= observed - tolerance
+        else:
+            extreme += abs(total) >= abs(observed) - tolerance
+    return extreme / 2 ** len(values)

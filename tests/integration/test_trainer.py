@@ -312,6 +312,49 @@ def test_weighting_off_keeps_per_question_averaging(tiny_model_dir, tmp_path):
     torch.testing.assert_close(out["advantages"], expected)
 
 
+def test_loss_only_arm_is_grpo_with_the_per_question_token_average(tiny_model_dir, tmp_path):
+    """Round 2's loss-isolating arm (codapo_weighting=False, codapo_sampling=False, loss_type="codapo"): one update
+    per fresh batch, no S, and each update's gradient is `coda.codapo_loss` with every value 1, i.e. GRPO's
+    advantages under the per-question token average instead of TRL's per-sequence loss."""
+    args = make_args(
+        tmp_path, max_steps=2, codapo_weighting=False, codapo_sampling=False, loss_type="codapo", shuffle_dataset=False
+    )
+    recorder = GradRecorder()
+    trainer = CoDaPOTrainer(
+        tiny_model_dir,
+        hash_reward,
+        args=args,
+        train_dataset=question_dataset(),
+        rollout_func=deterministic_rollout,
+        callbacks=[recorder],
+    )
+    outputs = record_outputs(trainer)
+    reference_model = copy.deepcopy(trainer.model)
+    calls, parent_patch = record_parent_generations(trainer)
+    with parent_patch:
+        trainer.train()
+    assert phases(trainer) == [0.0, 0.0]
+    assert len(calls) == 2 and len({tuple(c) for c in calls}) == 2  # two fresh batches, nothing resampled
+    G = trainer.num_generations
+    for update, output in enumerate(outputs):
+        assert torch.all(output["dynamics_value"] == 1.0)  # the v used in the loss
+        reference_model.load_state_dict(recorder.params[update])
+        reference_model.zero_grad()
+        input_ids = torch.cat([output["prompt_ids"], output["completion_ids"]], dim=1)
+        attention_mask = torch.cat([output["prompt_mask"], output["completion_mask"]], dim=1)
+        logps, _, _ = trainer._get_per_token_logps_and_entropies(
+            reference_model, input_ids, attention_mask, output["completion_ids"].size(1)
+        )
+        ones = torch.ones(output["completion_mask"].size(0) // G)
+        loss = coda.codapo_loss(
+            logps, logps.detach(), output["dynamics_advantages"], output["completion_mask"], ones, G, args.epsilon,
+            args.epsilon, objective="clip",
+        )  # fmt: skip
+        loss.backward()
+        for name, param in reference_model.named_parameters():
+            torch.testing.assert_close(recorder.grads[update][name], param.grad, rtol=1e-4, atol=1e-6)
+
+
 @pytest.mark.parametrize("loss_type", ["grpo", "bnpo", "dr_grpo", "dapo"])
 def test_trl_loss_types_weight_each_sample_by_its_value(tiny_model_dir, tmp_path, loss_type):
     args = make_args(tmp_path, max_steps=2, loss_type=loss_type)

@@ -440,6 +440,11 @@ def test_arithmetic_level_definitions():
     assert ARITHMETIC_LEVELS[3].accepts(17, 8) and not ARITHMETIC_LEVELS[3].accepts(57, 8)
     assert ARITHMETIC_LEVELS[4].accepts(57, 8) and not ARITHMETIC_LEVELS[4].accepts(57, 18)
     assert ARITHMETIC_LEVELS[5].accepts(157, 38) and not ARITHMETIC_LEVELS[5].accepts(57, 38)
+    # level 6: three-digit + three-digit with at least two carrying columns (a carry passed on counts)
+    assert ARITHMETIC_LEVELS[6].accepts(158, 263)  # 8+3 carries, 5+6+1 carries
+    assert ARITHMETIC_LEVELS[6].accepts(505, 596)  # 5+6 carries, 0+9+1 carries only through the carry passed on
+    assert not ARITHMETIC_LEVELS[6].accepts(158, 261)  # one carry
+    assert not ARITHMETIC_LEVELS[6].accepts(158, 63)  # two carries but a two-digit operand
     # the levels never overlap: each question has one level
     seen = {}
     for level, spec in ARITHMETIC_LEVELS.items():
@@ -448,6 +453,20 @@ def test_arithmetic_level_definitions():
                 if spec.accepts(a, b):
                     assert (a, b) not in seen, (a, b, seen.get((a, b)), level)
                     seen[(a, b)] = level
+
+
+def test_carry_count_matches_column_addition():
+    # against the written algorithm on digit lists, for every pair of a grid that crosses all carry patterns
+    for a in range(0, 1000, 7):
+        for b in range(0, 1000, 11):
+            digits_a, digits_b = str(a)[::-1], str(b)[::-1]
+            incoming, expected = 0, 0
+            for i in range(max(len(digits_a), len(digits_b))):
+                column = int((digits_a + "0" * 4)[i]) + int((digits_b + "0" * 4)[i]) + incoming
+                incoming = column // 10
+                expected += incoming
+            assert data.carry_count(a, b) == expected, (a, b)
+    assert ARITHMETIC_LEVELS[6].min_carries == 2 and ARITHMETIC_LEVELS[5].min_carries == 0
 
 
 def test_arithmetic_repeats_and_per_level_counts():
@@ -469,7 +488,7 @@ def test_arithmetic_validation_is_test_and_errors():
     with pytest.raises(ValueError, match="splits"):
         make_arithmetic_dataset(3, split="dev")
     with pytest.raises(ValueError, match="Unknown arithmetic level"):
-        make_arithmetic_dataset(3, levels=(6,))
+        make_arithmetic_dataset(3, levels=(7,))
     with pytest.raises(ValueError, match=r"only 14 distinct test questions.*allow_repeats=True"):
         make_arithmetic_dataset(15, levels=(1,), split="test")
 
@@ -484,6 +503,19 @@ def test_arithmetic_registry_entry():
     train = load_math_dataset("arithmetic", "train", num_per_level=4, levels=[1, 2])
     assert set(train["level"]) == {1, 2}
     assert train[0]["prompt"][0] == {"role": "system", "content": SYSTEM_PROMPT}
+
+
+def test_arithmetic_registry_builds_a_level_outside_the_defaults():
+    # level 6 is not in the builder's default levels: asking for it must give its rows, not an empty filter
+    mix = load_math_dataset("arithmetic", "train", num_per_level=5, levels=[4, 5, 6])
+    assert sorted(mix["level"]) == [4] * 5 + [5] * 5 + [6] * 5
+    assert all(
+        ARITHMETIC_LEVELS[6].accepts(int(a), int(b)) for a, b, lv in zip(mix["a"], mix["b"], mix["level"]) if lv == 6
+    )
+    # a request within the defaults builds exactly what it did before level 6 existed: filtered from levels 1-5
+    within = load_math_dataset("arithmetic", "train", num_per_level=5, levels=[3, 4, 5])
+    full = make_arithmetic_dataset(5, levels=(1, 2, 3, 4, 5), seed=0, split="train")
+    assert within["question"] == [q for q, lv in zip(full["question"], full["level"]) if lv in (3, 4, 5)]
 
 
 def test_arithmetic_registry_defaults():

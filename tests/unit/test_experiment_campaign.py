@@ -138,7 +138,13 @@ def test_a_stopped_sitting_resumes_without_redoing_work(run, tmp_path, monkeypat
 
     monkeypatch.setattr(run, "evaluate_model", fake_evaluate_model)
     monkeypatch.setattr(run.subprocess, "run", no_training)
-    options = argparse.Namespace(results_dir=tmp_path / "results", work_dir=tmp_path / "work", keep_checkpoints=False)
+    options = argparse.Namespace(
+        results_dir=tmp_path / "results",
+        work_dir=tmp_path / "work",
+        keep_checkpoints=False,
+        updates=32,
+        train_only=False,
+    )
     recipe = {"max_completion_length": 48, "system_prompt": "p"}
     with pytest.raises(_Stop):
         run.run_one("grpo", 1, options, None, recipe, benchmark=None)
@@ -196,3 +202,108 @@ def test_the_campaign_grades_with_the_preregistered_rule(run, monkeypatch, tmp_p
         assert child.stdout.strip() == "True", child.stderr[-2000:]
     finally:
         configure_grader(read_after_box=before)
+
+
+# Round 2 (issue 27): the same driver, parameterised by its options and the round-2 recipe.
+
+ROUND_2 = EXPERIMENT.parent / "codapo_vs_grpo_r2"
+
+
+@pytest.fixture(scope="module")
+def round_2_arms(run, tmp_path_factory):
+    from codapo_trl.jobs.train import parse
+
+    compare = run.load_compare()
+    recipe = yaml.safe_load((ROUND_2 / "recipe.yaml").read_text())
+    out = tmp_path_factory.mktemp("round2")
+    parsed = {}
+    for arm in ("grpo", "codapo", "grpo_token_loss"):
+        path = compare.arm_recipe(arm, recipe, out / f"{arm}.yaml")
+        command = run.train_command(arm, 7, path, out / arm, compare.ARMS[arm], read_out_steps=(8, 16, 24, 32))
+        parsed[arm] = parse(command[2:])
+    return parsed
+
+
+def test_round_2_arms_train_the_registered_regime(round_2_arms):
+    from trl import GRPOConfig
+
+    from codapo_trl import CoDaPOConfig
+
+    for arm, (script, args, model) in round_2_arms.items():
+        assert model.model_name_or_path == "outputs/warm_start/v4", arm
+        assert script.dataset_levels == [4, 5, 6] and args.seed == 7 and args.max_steps == 32, arm
+        assert args.per_device_train_batch_size * args.gradient_accumulation_steps // args.num_generations == 16, arm
+        assert args.num_generations == 8 and args.learning_rate == 2e-5 and args.beta == 0.0, arm
+        assert script.save_at_steps == [8, 16, 24], arm
+    grpo = round_2_arms["grpo"][1]
+    assert type(grpo) is GRPOConfig and grpo.loss_type == "grpo"
+    codapo = round_2_arms["codapo"][1]
+    assert codapo.codapo_top_k == 4 and codapo.codapo_sampling and codapo.codapo_weighting
+    loss_only = round_2_arms["grpo_token_loss"][1]
+    assert isinstance(loss_only, CoDaPOConfig) and loss_only.loss_type == "codapo"
+    assert not loss_only.codapo_weighting and not loss_only.codapo_sampling
+    assert loss_only.codapo_question_log == "questions.jsonl"
+
+
+def test_a_pilot_trains_only_and_keeps_its_logs(run, tmp_path, monkeypatch):
+    import argparse
+    import json
+
+    compare = run.load_compare()
+    seen = {}
+
+    def fake_training(command, **kwargs):
+        seen["command"] = command
+        out = Path(command[command.index("--output_dir") + 1])
+        for name in ("train_results.json", "model.safetensors", "trainer_state.json"):
+            (out / name).write_text("{}")
+        (out / "questions.jsonl").write_text('{"step": 1}\n')
+
+    def no_evaluation(*args, **kwargs):
+        raise AssertionError("a pilot reads nothing out")
+
+    monkeypatch.setattr(run.subprocess, "run", fake_training)
+    monkeypatch.setattr(run, "evaluate_model", no_evaluation)
+    options = argparse.Namespace(
+        results_dir=tmp_path / "results",
+        work_dir=tmp_path / "work",
+        keep_checkpoints=False,
+        updates=16,
+        train_only=True,
+    )
+    recipe = yaml.safe_load((ROUND_2 / "recipe.yaml").read_text())
+    run.run_one("grpo", 1, options, compare, recipe, benchmark=None)
+    command = seen["command"]
+    assert command[command.index("--max_steps") + 1] == "16" and "--save_at_steps" not in command
+    results = options.results_dir / "runs" / "grpo-seed1"
+    assert (results / "questions.jsonl").read_text() == '{"step": 1}\n'
+    assert json.loads((results / "done.json").read_text())["train_only"] is True
+
+
+def test_round_2_read_outs(run):
+    """Greedy at 8, 16, 24 and 32 (the primary endpoint's four), avg@4 at T = 0.6 only at 32."""
+    import argparse
+
+    steps = argparse.Namespace(greedy_steps=[8, 16, 24, 32], sampled_steps=[32])
+    assert run.read_out_steps(steps) == (8, 16, 24, 32)
+    reads = {
+        step: [(e.kind, e.num_samples) for e in run.evaluations_at(step, *run.protocol_steps(steps))]
+        for step in range(1, 33)
+    }
+    assert {step: kinds for step, kinds in reads.items() if kinds} == {
+        8: [("greedy", 1)],
+        16: [("greedy", 1)],
+        24: [("greedy", 1)],
+        32: [("avg4", 4), ("greedy", 1)],
+    }
+    assert run.read_out_steps(argparse.Namespace()) == (8, 16, 24, 31, 32)  # round 1's
+    greedy_only = argparse.Namespace(greedy_steps=[8, 16, 24, 32], sampled_steps=[])
+    assert [e.kind for e in run.evaluations_at(32, *run.protocol_steps(greedy_only))] == ["greedy"]
+
+
+def test_held_out_questions_option(run):
+    assert run.parse_level_counts(["4=180", "6=200"]) == {4: 180, 6: 200}
+    with pytest.raises(ValueError, match="LEVEL=QUESTIONS"):
+        run.parse_level_counts(["6:200"])
+    benchmark = run.held_out_benchmark({6: 30})
+    assert {int(item.level) for item in benchmark.items} == {6} and len(benchmark.items) == 30

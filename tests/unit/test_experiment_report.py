@@ -176,8 +176,19 @@ def test_report_gives_a_verdict_at_six_seeds(report, tmp_path):
         pytest.skip("the warm start's evaluation is not committed yet")
     results = _fake_campaign(tmp_path, list(range(6)), [1.0, -1.0, 0.5, -0.5, 0.0, 0.2])
     report.main(["--results-dir", str(results)])
-    assert json.loads((results / "summary.json").read_text())["verdict"] == "refute"
-    assert "**Refute** (pre-registered rule, 6 paired seeds)" in (results / "report.md").read_text()
+    summary = json.loads((results / "summary.json").read_text())
+    assert summary["verdict"] == "refute"
+    text = (results / "report.md").read_text()
+    # the headline says what the rule's label means in this regime, and no more (issue 27)
+    assert "**No level-5 gain of 5 points or more in this regime** (a quickly learnable hard level" in text
+    assert "The pre-registered rule's label is **refute**, which means only that" in text
+    assert "GRPO is not shown better" in text and "is not tested here" in text
+    # differences 1, -1, 0.5, -0.5, 0, 0.2 all lie below 5: only the observed sign pattern is as extreme, 1 of 64
+    assert summary["sign_flip_p_effect_at_least_5"] == pytest.approx(1 / 64)
+    assert "one-sided p = 0.016 (1 of 64 sign patterns)" in text
+    assert "**Loss confound.**" in text and "uniform control (a second update" in text
+    # the fake logs have one level-5 group with 1 of 8 correct at update 1, per run
+    assert "update 1 (the warm start): 12.5 % (6/48)" in text
 
 
 def _samples_file(path: Path, rows: list[tuple[int, str, str, bool]]) -> Path:

@@ -147,3 +147,57 @@ def test_verdict_rule():
     assert stats.verdict(interval(0.0, 8.0), 5.0) == "inconclusive"  # touching 0 is not above it
     with pytest.raises(ValueError, match="smallest_effect"):
         stats.verdict(interval(1.0, 2.0), 0.0)
+
+
+# The sign-flip (paired permutation) test: issue 27's non-parametric check of round 1's rule.
+
+
+def _brute_force_sign_flip(differences, null, alternative):
+    """Enumerate the sign patterns of the centred differences with integer arithmetic (hand examples are in
+    integer points), independently of the module's tolerance."""
+    centred = [d - null for d in differences]
+    observed = sum(centred)
+    count = 0
+    for mask in range(2 ** len(centred)):
+        total = sum(abs(c) if mask >> i & 1 else -abs(c) for i, c in enumerate(centred))
+        count += {"less": total <= observed, "greater": total >= observed, "two-sided": abs(total) >= abs(observed)}[
+            alternative
+        ]
+    return count / 2 ** len(centred)
+
+
+@pytest.mark.parametrize("alternative", ["less", "greater", "two-sided"])
+@pytest.mark.parametrize(
+    ("differences", "null"),
+    [([-20, -17, -5, -26, 7, 3], 5), ([4, -1, 6, 2, -3], 0), ([1, 2, 3, 4, 5, 6, 7], 4), ([-2, 9, 0, 5], 1)],
+)
+def test_sign_flip_matches_brute_force_enumeration(differences, null, alternative):
+    assert stats.sign_flip_p_value(differences, null, alternative) == pytest.approx(
+        _brute_force_sign_flip(differences, null, alternative), abs=1e-12
+    )
+
+
+def test_sign_flip_hand_values_and_round_1():
+    # all six centred differences negative: only the observed pattern is as extreme -> 1/64
+    assert stats.sign_flip_p_value([-1, -2, -3, -4, -5, -6], 0.0, "less") == 1 / 64
+    # centred by the null of 5 points: [-25, -22, -10, -31, +2, -2], sum -88; as extreme or more: all negative (-92)
+    # and the two patterns with one of the 2s positive (-88 each: the observed one and its tie) -> 3/64
+    assert stats.sign_flip_p_value([-20, -17, -5, -26, 7, 3], 5.0, "less") == 3 / 64
+    # round 1's per-seed level-5 differences (CoDaPO - GRPO, report.md): "the effect is 5 or more" at p = 2/64
+    round_1 = [-19.625, -17.25, -5.375, -25.875, 7.0, 2.75]
+    assert stats.sign_flip_p_value(round_1, 5.0, "less") == pytest.approx(2 / 64)
+    assert stats.sign_flip_p_value(round_1, 0.0, "two-sided") == pytest.approx(12 / 64)
+    # [4, -1, 6]: sums of the 8 patterns 11, 9, 3, 1, -1, -3, -9, -11; observed 9 -> "greater" 2/8, "less" 7/8
+    assert stats.sign_flip_p_value([4, -1, 6], 0, "greater") == 2 / 8
+    assert stats.sign_flip_p_value([4, -1, 6], 0, "less") == 7 / 8
+
+
+def test_sign_flip_rejects_bad_input():
+    with pytest.raises(ValueError, match="at least one"):
+        stats.sign_flip_p_value([])
+    with pytest.raises(ValueError, match="alternative"):
+        stats.sign_flip_p_value([1.0, 2.0], alternative="below")
+    with pytest.raises(ValueError, match="finite"):
+        stats.sign_flip_p_value([1.0, math.nan])
+    with pytest.raises(ValueError, match="2\\^21"):
+        stats.sign_flip_p_value([1.0] * 21)
