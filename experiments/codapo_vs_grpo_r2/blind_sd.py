@@ -2,7 +2,7 @@
 of the per-seed CoDaPO - GRPO differences of the primary endpoint, and the number of seeds it asks for. It prints
 the SD and the seeds, nothing else: no mean, no sign, no interval, no test.
 
-    python experiments/codapo_vs_grpo_r2/blind_sd.py --cap 16
+    PYTHONPATH=experiments/codapo_vs_grpo python experiments/codapo_vs_grpo_r2/blind_sd.py --cap 16
 
 Primary endpoint of a run: the mean of its hard-level (6) greedy accuracies, in points, after updates 8, 16, 24 and
 32 (`results/runs/<arm>-seed<seed>/eval/step<N>-greedy/summary.json`, written by `experiments/codapo_vs_grpo/run.py`).
@@ -13,15 +13,14 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+import stats  # round 1's modules, by name (PYTHONPATH=experiments/codapo_vs_grpo)
+from report import accuracy
+
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "codapo_vs_grpo"))
-import stats  # noqa: E402
-from report import accuracy  # noqa: E402  (round 1's reader of a read-out's per-level accuracy)
 
 
 HARD_LEVEL = "6"

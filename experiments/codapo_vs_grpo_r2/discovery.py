@@ -10,7 +10,7 @@ the groups of fresh batches (phase 0; CoDaPO's S repeats are left out, `report.d
 The pilot gate (PREREGISTRATION.md) is discovery of the hard level over updates 1-16, pooled over the pilot's GRPO
 seeds, at or below 30 %. The same measure on round 1's GRPO runs (level 5):
 
-    python experiments/codapo_vs_grpo_r2/discovery.py --level 5 \\
+    PYTHONPATH=experiments/codapo_vs_grpo python experiments/codapo_vs_grpo_r2/discovery.py --level 5 \\
         experiments/codapo_vs_grpo/results/runs/grpo-seed*/questions.jsonl
 
 Prints per update (pooled over the logs) the groups, pass rate and discovery, then the windows 1-16, 9-16 and 1-1,
@@ -21,13 +21,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from collections.abc import Iterable
 from pathlib import Path
 
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "codapo_vs_grpo"))
-from report import discovery_rate, pass_rate  # noqa: E402  (round 1's measures: one home for them)
+from report import discovery_rate, pass_rate  # round 1's measures, one home (PYTHONPATH=experiments/codapo_vs_grpo)
 
 
 def read_log(path: Path) -> list[dict]:

@@ -15,20 +15,42 @@ pytest.importorskip("scipy")
 ROUND_2 = Path(__file__).resolve().parents[2] / "experiments" / "codapo_vs_grpo_r2"
 
 
-def _load(name: str):
-    pytest.importorskip("trl")
-    spec = importlib.util.spec_from_file_location(f"round2_{name}", ROUND_2 / f"{name}.py")
+ROUND_1 = ROUND_2.parent / "codapo_vs_grpo"
+
+
+def _exec(name: str, path: Path):
+    spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
+    sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
+
+
+@pytest.fixture
+def round_1_modules():
+    """Round 2's scripts import round 1's `run`, `stats` and `report` by name (run with
+    PYTHONPATH=experiments/codapo_vs_grpo); the tests register them under those names, and restore what was there."""
+    pytest.importorskip("trl")
+    saved = {name: sys.modules.get(name) for name in ("run", "stats", "report")}
+    for name in saved:
+        _exec(name, ROUND_1 / f"{name}.py")
+    yield
+    for name, old in saved.items():
+        if old is None:
+            sys.modules.pop(name, None)
+        else:
+            sys.modules[name] = old
+
+
+def _load(name: str):
+    return _exec(f"round2_{name}", ROUND_2 / f"{name}.py")
 
 
 def _row(step, level, correct, phase=0):
     return {"step": step, "phase": phase, "level": level, "num_correct": correct, "num_generations": 8}
 
 
-def test_discovery_windows_pool_fresh_groups_only(tmp_path):
+def test_discovery_windows_pool_fresh_groups_only(tmp_path, round_1_modules):
     discovery = _load("discovery")
     logs = {
         "grpo-seed100": [_row(1, 6, 0), _row(1, 6, 2), _row(2, 6, 0), _row(2, 5, 8), _row(17, 6, 1)],
@@ -55,7 +77,7 @@ def test_discovery_windows_pool_fresh_groups_only(tmp_path):
     assert json.loads((tmp_path / "out.json").read_text())["windows"][0]["pooled"]["discovered"] == 2
 
 
-def test_blind_reestimate_bounds_and_endpoint():
+def test_blind_reestimate_bounds_and_endpoint(round_1_modules):
     blind = _load("blind_sd")
     # SD 0 would need no seeds; the floor keeps 10
     assert blind.blind_reestimate([2.0, 2.0, 2.0], cap=30) == (0.0, 10)
