@@ -1,0 +1,105 @@
+"""Pytest plugin loaded (`-p trl_dropin.plugin`) into the run of TRL's copied tests, before their modules import.
+
+- Pins precision: every TRL config is built with `bf16=False` and `fp16=False` (TRL defaults `bf16` to True and the
+  tests' own conftest then trains in bf16 autocast on CPU, whose support and rounding vary between CPUs).
+- Gives `trl.import_utils` the `is_*_available` helpers that the copied `testing_utils.py` imports but the installed
+  TRL lacks (a test checkout newer than the installed TRL), each reporting "not available": the tests gated on them
+  skip instead of the whole module failing to import.
+- With `TRL_DROPIN_TRAINER=off` or `on`, replaces `trl.GRPOTrainer` and `trl.GRPOConfig` by `CoDaPOTrainer` and a
+  `CoDaPOConfig` (weighting and sampling off, or CoDaPO's defaults), so that `from trl import GRPOTrainer` in the
+  tests gets CoDaPO's classes. `stock` (the default) leaves TRL alone.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import trl
+import trl.import_utils as import_utils
+from trl.trainer.base_config import _BaseConfig
+
+
+_post_init = _BaseConfig.__post_init__
+
+
+def _pinned_post_init(self) -> None:
+    self.bf16 = False
+    self.fp16 = False
+    _post_init(self)
+
+
+_BaseConfig.__post_init__ = _pinned_post_init
+
+
+def _unavailable(*args, **kwargs) -> bool:
+    return False
+
+
+_helpers = Path("tests/testing_utils.py")
+if _helpers.exists():
+    _block = re.search(r"from trl\.import_utils import \(([^)]*)\)", _helpers.read_text())
+    for _name in re.findall(r"\w+", _block.group(1) if _block else ""):
+        if not hasattr(import_utils, _name):
+            setattr(import_utils, _name, _unavailable)
+
+MODE = os.environ.get("TRL_DROPIN_TRAINER", "stock")
+if MODE not in ("stock", "off", "on"):
+    raise ValueError(f"TRL_DROPIN_TRAINER must be stock, off or on, not {MODE!r}")
+
+if MODE != "stock":
+    from codapo_trl import CoDaPOConfig, CoDaPOTrainer
+
+    if MODE == "off":
+
+        @dataclass
+        class DropInConfig(CoDaPOConfig):
+            codapo_weighting: bool = False
+            codapo_sampling: bool = False
+
+    else:
+
+        @dataclass
+        class DropInConfig(CoDaPOConfig):
+            pass
+
+    class DropInTrainer(CoDaPOTrainer):
+        def __init__(self, model, reward_funcs=None, args=None, **kwargs):
+            if args is None:  # GRPOTrainer builds a default GRPOConfig; the drop-in builds its own config
+                name = model if isinstance(model, str) else model.config._name_or_path
+                args = DropInConfig(f"{str(name).split('/')[-1]}-GRPO")
+            super().__init__(model, reward_funcs, args=args, **kwargs)
+
+    trl.GRPOConfig, trl.GRPOTrainer = DropInConfig, DropInTrainer
+
+# Hub models with no local stand-in, and why: a test that loads one is skipped with this reason (the tests' own
+# markers skip the GPU-only, liger, bitsandbytes and vLLM tests).
+TORCHVISION = (
+    "needs a local {0}: transformers' {0} processor requires a video processor, which needs torchvision; PyPI's "
+    "torchvision is the CUDA build, whose C++ ops do not load against the CPU torch here (no CPU torchvision wheel "
+    "is reachable from this machine)"
+)
+UNBUILT = {
+    "tiny-Qwen2VLForConditionalGeneration": TORCHVISION.format("Qwen2-VL"),
+    "tiny-Qwen2_5_VLForConditionalGeneration": TORCHVISION.format("Qwen2.5-VL"),
+    "tiny-Qwen3_5ForConditionalGeneration-NoThink": TORCHVISION.format("Qwen3.5"),
+    "tiny-Qwen3_5MoeForConditionalGeneration-3.6": TORCHVISION.format("Qwen3.5-MoE"),
+    "tiny-Gemma4ForConditionalGeneration": TORCHVISION.format("Gemma 4"),
+}
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    import inspect
+
+    import pytest
+
+    for item in items:
+        source = inspect.getsource(item.function) if hasattr(item, "function") else ""
+        params = str(getattr(getattr(item, "callspec", None), "params", {}))
+        for model, reason in UNBUILT.items():
+            # a model the test names in its parameters, or, unparametrised, loads in its body
+            if model in params or (model in source and "model_id" not in source):
+                item.add_marker(pytest.mark.skip(reason=reason))
+                break
