@@ -9,7 +9,7 @@
 built once under `--work/trl-internal-testing`, and pytest runs from `--work` with the hub offline, so that the
 tests' hub ids resolve to those folders. Exit status: 1 when stock TRL fails or errors on a test it runs, or when
 CoDaPO off differs from stock on any test; CoDaPO-on differences are printed with their documented reasons
-(`differences.py`) and fail the check only when a difference is undocumented.
+(`differences.py`); an undocumented one fails the check.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from .differences import ON_DIFFERENCES
+from .differences import explain
 
 
 EXPERIMENTS = Path(__file__).resolve().parents[1]
@@ -90,14 +90,6 @@ def summary(result: dict[str, tuple[str, str]]) -> str:
     return ", ".join(f"{n} {kind}" for kind, n in counts.items() if n or kind in ("passed", "failed", "skipped"))
 
 
-def documented(name: str) -> str | None:
-    """The documented reason for a CoDaPO-on difference on test `name`, or None."""
-    for prefix, reason in ON_DIFFERENCES.items():
-        if name == prefix or name.startswith(prefix + "["):
-            return reason
-    return None
-
-
 def compare(work: Path) -> int:
     """Print each run's counts, the skips, stock's failures and the off and on differences; return the exit status."""
     results = {mode: outcomes(work / f"report-{mode}.xml") for mode in RUNS if (work / f"report-{mode}.xml").exists()}
@@ -131,9 +123,10 @@ def compare(work: Path) -> int:
                     f"  {name}: stock {stock.get(name, ('absent',))[0]}, {mode} {other.get(name, ('absent', ''))[0]}"
                 )
                 if mode == "on":
-                    reason = documented(name)
-                    line += f"\n      documented: {reason}" if reason else "\n      UNDOCUMENTED"
-                    status |= reason is None
+                    known = explain(name, other.get(name, ("", ""))[1])
+                    line += f"\n      {known.reason} (ours: {known.our_test})" if known else "\n      UNDOCUMENTED"
+                    line += f"\n      {other.get(name, ('', ''))[1][:200]}"
+                    status |= known is None
                 else:
                     line += f": {other.get(name, ('', ''))[1][:200]}"
                     status = 1
