@@ -90,12 +90,33 @@ UNBUILT = {
 }
 
 
+LIGER_LOSS_REMOVED = (
+    "liger: written for TRL's Liger GRPO loss, which TRL 1.16 removed (`use_liger_kernel=True` now only warns and "
+    "applies Liger's layer kernels at train start), so {0}; liger-kernel is not installed here"
+)
+# Tests of the checkout that exercise what the installed TRL no longer has (docs/dropin.md): skipped, with why.
+VERSION_SKIPS = {
+    "test_liger_kernel_with_peft_non_lm_head_target_allowed": LIGER_LOSS_REMOVED.format(
+        "constructing without liger-kernel no longer raises the ImportError the test expects"
+    ),
+    "test_liger_kernel_with_peft_modules_to_save_lm_head_allowed": LIGER_LOSS_REMOVED.format(
+        "constructing without liger-kernel no longer raises the ImportError the test expects"
+    ),
+    "test_liger_kernel_with_peft_prompt_learning_raises": LIGER_LOSS_REMOVED.format(
+        "the loss's prompt-learning guard the test expects is gone"
+    ),
+}
+
+
 def pytest_collection_modifyitems(config, items) -> None:
     import inspect
 
     import pytest
 
     for item in items:
+        if item.originalname in VERSION_SKIPS:
+            item.add_marker(pytest.mark.skip(reason=VERSION_SKIPS[item.originalname]))
+            continue
         source = inspect.getsource(item.function) if hasattr(item, "function") else ""
         params = str(getattr(getattr(item, "callspec", None), "params", {}))
         for model, reason in UNBUILT.items():
