@@ -50,11 +50,11 @@ def copy_tests(trl_tests: Path, work: Path) -> Path:
     return tests
 
 
-def run(work: Path, mode: str, pytest_args: list[str]) -> tuple[Path, float]:
+def run(work: Path, mode: str, pytest_args: list[str], timeout: int) -> tuple[Path, float]:
     """Run the copied tests under `mode` (stock, off or on); return the junit report and the wall time."""
     report = work / f"report-{mode}.xml"
     command = [sys.executable, "-m", "pytest", "tests/test_grpo_trainer.py", "-v", "-p", "no:cacheprovider"]
-    command += ["-p", "trl_dropin.plugin", "-o", "addopts=", "--timeout=900", f"--junitxml={report}", "-rfE"]
+    command += ["-p", "trl_dropin.plugin", "-o", "addopts=", f"--timeout={timeout}", f"--junitxml={report}", "-rfE"]
     env = {
         **os.environ,
         "TRL_DROPIN_TRAINER": mode,
@@ -147,6 +147,13 @@ def main() -> None:
     parser.add_argument("--work", type=Path, required=True, help="scratch folder outside the repository")
     parser.add_argument("--runs", default=",".join(RUNS), help="comma-separated subset of stock,off,on")
     parser.add_argument("--compare", action="store_true", help="only compare the saved reports")
+    parser.add_argument(
+        "--timeout",
+        type=int,
+        default=3600,
+        help="seconds per test before pytest-timeout fails it (a hang guard: on a shared 2-core machine under load a "
+        "training test of TRL's took over 900 s)",
+    )
     args, pytest_args = parser.parse_known_args()
     pytest_args = [a for a in pytest_args if a != "--"]
     work = args.work.resolve()
@@ -162,7 +169,7 @@ def main() -> None:
         for mode in args.runs.split(","):
             if mode not in RUNS:
                 parser.error(f"unknown run {mode!r}")
-            report, seconds = run(work, mode, pytest_args)
+            report, seconds = run(work, mode, pytest_args, args.timeout)
             print(f"{mode}: {summary(outcomes(report))} in {seconds:.0f} s", flush=True)
     sys.exit(compare(work))
 
