@@ -9,7 +9,7 @@ TORCH_SPEC ?= torch==2.13.0
 STAMP := $(VENV)/.codapo-installed
 PYTEST_ARGS ?=
 
-.PHONY: install demo test test-isa test-unit test-slow test-all test-gpu quality style bench bench-sandbox install-vllm test-vllm demo-vllm
+.PHONY: install demo test test-isa test-unit test-slow test-all test-gpu quality style bench bench-sandbox install-vllm test-vllm demo-vllm dropin
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -109,3 +109,12 @@ bench: $(STAMP)
 
 bench-sandbox: $(STAMP)
 	$(PY) benchmarks/sandbox_throughput.py
+
+# TRL's own GRPO tests, offline, three times: stock TRL, CoDaPO off, CoDaPO on (docs/dropin.md). Fails when stock fails
+# a test it runs, when off differs from stock, or when an on difference is undocumented. TRL_TESTS: TRL's tests/ folder.
+DROPIN_WORK ?= /tmp/codapo-dropin
+DROPIN_ARGS ?=
+dropin: $(STAMP)
+	@test -n "$(TRL_TESTS)" || { echo "usage: make dropin TRL_TESTS=<path to TRL's tests/ folder>"; exit 2; }
+	cd experiments && PYTHONPATH=. $(abspath $(PY)) -m trl_dropin --trl-tests $(abspath $(TRL_TESTS)) \
+		--work $(DROPIN_WORK) $(DROPIN_ARGS)

@@ -235,9 +235,11 @@ class DynamicsMixin:
             self._capture.rewards_per_func = rewards_per_func
         return rewards_per_func
 
+    _budget: BudgetState | None = None  # set in `__init__`; a trainer built without it (TRL's tests do) counts nothing
+
     def _generate(self, prompts: list):
         result = super()._generate(prompts)
-        if self.model.training:
+        if self.model.training and self._budget is not None:
             local = torch.tensor([sum(len(ids) for ids in result[1])], device=self.accelerator.device)
             self._budget.generated_tokens += int(gather(local).sum().item())
         return result

@@ -1,0 +1,114 @@
+"""The offline adaptation of TRL's GRPO tests (`experiments/trl_dropin/`): its stand-ins must reproduce what the tests
+rely on, or a stock failure there would be ours, not TRL's.
+
+Expected texts are the ones TRL's test comments give for their hand-written Qwen token ids.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+
+EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"
+
+
+@pytest.fixture(scope="module")
+def dropin():
+    sys.path.insert(0, str(EXPERIMENTS))
+    try:
+        import trl_dropin.data
+        import trl_dropin.differences
+        import trl_dropin.text_models
+        import trl_dropin.vocab
+
+        yield trl_dropin
+    finally:
+        sys.path.remove(str(EXPERIMENTS))
+
+
+@pytest.fixture(scope="module")
+def qwen3(dropin):
+    return dropin.text_models.TOKENIZERS["qwen3"].build()
+
+
+MULTIPLY = [151657, 198, 4913, 606, 788, 330, 64648, 22785, 497, 330, 16370, 788, 5212, 64, 788, 220, 18, 11, 330, 65,
+            788, 220, 19, 11248, 151658, 151645]  # fmt: skip
+
+
+def test_qwen_ids_decode_to_the_tests_text(qwen3):
+    assert qwen3.decode(MULTIPLY) == (
+        '<tool_call>\n{"name": "multiply_tool", "arguments": {"a": 3, "b": 4}}\n</tool_call><|im_end|>'
+    )
+    assert qwen3.decode([40, 2765, 944, 16252, 151645, 151643]) == "I won't increment<|im_end|><|endoftext|>"
+    assert qwen3.decode([17453, 17453, 0, 151645], skip_special_tokens=True) == "DoneDone!"
+    # the first 256 ids are bytes in GPT-2's order, as in Qwen's vocabulary
+    assert [qwen3.decode([i]) for i in (0, 11, 16, 64, 198, 220)] == ["!", ",", "1", "a", "\n", " "]
+    assert (qwen3.pad_token_id, qwen3.eos_token_id) == (151643, 151645)  # the ids the mask-truncation test writes
+
+
+def multiply_tool(a: int, b: int) -> int:
+    """
+    Multiplies two integers.
+
+    Args:
+        a: The first integer.
+        b: The second integer.
+
+    Returns:
+        The product of the two integers.
+    """
+    return a * b
+
+
+def test_trl_parses_the_tool_call_with_its_qwen3_template(qwen3):
+    from trl.chat_template_utils import add_response_schema, parse_response
+
+    add_response_schema(qwen3)  # raises for a template TRL does not recognise
+    messages = [{"role": "user", "content": "Hi"}]
+    prefix = qwen3.apply_chat_template(messages, tools=[multiply_tool], add_generation_prompt=True, return_dict=False)
+    message = parse_response(qwen3, MULTIPLY, prefix=prefix, tools=[multiply_tool])
+    assert message["tool_calls"][0]["function"] == {"name": "multiply_tool", "arguments": {"a": 3, "b": 4}}
+
+
+def test_pieces_never_collide_with_bytes_or_each_other(dropin):
+    with pytest.raises(ValueError, match="already id"):
+        dropin.vocab.build_tokenizer(300, [("<eos>", True)], {256: "ab", 257: "ab"}, eos_token="<eos>")
+    with pytest.raises(ValueError, match="already id"):
+        dropin.vocab.build_tokenizer(300, [("<eos>", True)], {256: "a"}, eos_token="<eos>")
+
+
+def test_zen_has_the_configs_splits_and_order_the_tests_read(dropin, tmp_path, monkeypatch):
+    from datasets import load_dataset
+
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    dropin.data.build_datasets(tmp_path / "hub")
+    zen = load_dataset(str(tmp_path / "hub" / "zen"), "standard_prompt_only", cache_dir=str(tmp_path / "cache"))
+    assert (zen["train"].num_rows, zen["test"].num_rows) == (17, 2)
+    assert zen["train"]["prompt"][:2] == ["Beautiful is better than", "Explicit is"]
+    chat = load_dataset(str(tmp_path / "hub" / "zen"), "conversational_prompt_only", split="train",
+                        cache_dir=str(tmp_path / "cache"))  # fmt: skip
+    assert chat[0]["prompt"] == [{"role": "user", "content": "Beautiful is better than"}]
+    image = load_dataset(str(tmp_path / "hub" / "zen-image"), "conversational_prompt_only", split="train",
+                         cache_dir=str(tmp_path / "cache"))  # fmt: skip
+    assert image.column_names == ["image", "prompt"] and image[0]["image"].mode == "RGB"
+    multi = load_dataset(str(tmp_path / "hub" / "zen-multi-image"), "conversational_prompt_only", split="train",
+                         cache_dir=str(tmp_path / "cache"))  # fmt: skip
+    assert {len(images) for images in multi["images"]} == {1, 2, 3}
+
+
+def test_on_differences_are_classified_by_message(dropin):
+    explain = dropin.differences.explain
+    known = explain(
+        "TestGRPOTrainer::test_train[x]", "ValueError: The correctness reward 'r' returned [2.0], outside [0, 1]."
+    )
+    assert known is not None and "test_correctness_outside_zero_one_is_refused" in known.our_test
+    assert (
+        explain("TestGRPOTrainer::test_train_with_iterable_dataset", "needs a map-style training dataset") is not None
+    )
+    assert explain("TestGRPOTrainer::test_train", "AssertionError: Parameter w has not changed.") is None
+    for difference in dropin.differences.ON_DIFFERENCES:  # every reason names a test of ours that exists
+        path, name = difference.our_test.split("::")
+        assert f"def {name}(" in (EXPERIMENTS.parent / path).read_text()
