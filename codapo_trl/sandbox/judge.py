@@ -95,26 +95,28 @@ def values_match(got, expected, tol=FLOAT_TOLERANCE):
     number within `tol` (relative or absolute), strings and `None` only themselves, lists elementwise and dicts by
     keys and values.
     """
-    te, tg = type(expected), type(got)
-    if te is bool or tg is bool:
-        return te is tg and got == expected
-    if te is int:
-        return (tg is int or tg is float) and got == expected
-    if te is float:
-        if tg is not int and tg is not float:
+    want, have = type(expected), type(got)  # the types
+    if want is bool or have is bool:
+        return want is have and got == expected
+    if want is int:
+        return (have is int or have is float) and got == expected
+    if want is float:
+        if have is not int and have is not float:
             return False
         try:
             return math.isclose(got, expected, rel_tol=tol, abs_tol=tol)
         except OverflowError:  # an int too large for a float
             return False
-    if te is list:
-        return tg is list and len(got) == len(expected) and all(values_match(g, e, tol) for g, e in zip(got, expected))
-    if te is dict:
+    if want is list:
         return (
-            tg is dict and got.keys() == expected.keys() and all(values_match(got[k], expected[k], tol) for k in got)
+            have is list and len(got) == len(expected) and all(values_match(g, e, tol) for g, e in zip(got, expected))
         )
-    if te is str or expected is None:
-        return tg is te and got == expected
+    if want is dict:
+        return (
+            have is dict and got.keys() == expected.keys() and all(values_match(got[k], expected[k], tol) for k in got)
+        )
+    if want is str or expected is None:
+        return have is want and got == expected
     return False
 
 
