@@ -273,7 +273,7 @@ def regime_facts(runs: dict, seeds: list[int]) -> list[str]:
         "## What this regime was, and what no arm isolates",
         "",
         "Measured from the GRPO runs' question logs (fresh-batch groups; pooled over seeds "
-        f"{[s for s in seeds if ('grpo', s) in runs]}; the same measure on any log: `python "
+        f"{[s for s in seeds if ('grpo', s) in runs]}; the same measure on any log: `PYTHONPATH=experiments/codapo_vs_grpo python "
         "experiments/codapo_vs_grpo_r2/discovery.py --level 5 experiments/codapo_vs_grpo/results/runs/grpo-seed*/"
         "questions.jsonl`):",
         "",
