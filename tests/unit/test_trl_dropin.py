@@ -6,6 +6,8 @@ Expected texts are the ones TRL's test comments give for their hand-written Qwen
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import sys
 from pathlib import Path
 
@@ -17,16 +19,21 @@ EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"
 
 @pytest.fixture(scope="module")
 def dropin():
-    sys.path.insert(0, str(EXPERIMENTS))
+    """The package loaded from its folder (it is not installed, and nothing edits sys.path); removed afterwards."""
+    folder = EXPERIMENTS / "trl_dropin"
+    spec = importlib.util.spec_from_file_location(
+        "trl_dropin", folder / "__init__.py", submodule_search_locations=[str(folder)]
+    )
+    package = importlib.util.module_from_spec(spec)
+    sys.modules["trl_dropin"] = package
     try:
-        import trl_dropin.data
-        import trl_dropin.differences
-        import trl_dropin.text_models
-        import trl_dropin.vocab
-
-        yield trl_dropin
+        spec.loader.exec_module(package)
+        for name in ("data", "differences", "text_models", "vocab"):
+            importlib.import_module(f"trl_dropin.{name}")
+        yield package
     finally:
-        sys.path.remove(str(EXPERIMENTS))
+        for name in [n for n in sys.modules if n == "trl_dropin" or n.startswith("trl_dropin.")]:
+            del sys.modules[name]
 
 
 @pytest.fixture(scope="module")
