@@ -73,3 +73,18 @@ class GradRecorder(TrainerCallback):
 
     def on_pre_optimizer_step(self, args, state, control, model=None, **kwargs):
         self.grads.append({n: p.grad.detach().clone() for n, p in model.named_parameters() if p.grad is not None})
+
+
+# A tool for the tool-calling tests (its Google-style docstring is what TRL turns into the tool's JSON schema).
+def multiply_tool(a: int, b: int) -> int:
+    """
+    Multiplies two integers.
+
+    Args:
+        a: The first integer.
+        b: The second integer.
+
+    Returns:
+        The product of the two integers.
+    """
+    return a * b

@@ -5,7 +5,7 @@ from unittest.mock import patch
 
 import pytest
 import torch
-from fakes import deterministic_rollout, hash_reward, parity_reward, question_dataset
+from fakes import deterministic_rollout, hash_reward, multiply_tool, parity_reward, question_dataset
 from helpers_training import make_args, record_outputs, record_parent_generations
 from transformers import GenerationMixin
 
@@ -190,18 +190,6 @@ def test_multi_turn_confidence_counts_only_the_models_tokens(tiny_model_dir, tmp
 
 
 # ---------------------------------------------------------------------- tool calling with CoDaPO on
-def multiply_tool(a: int, b: int) -> int:
-    """
-    Multiplies two integers.
-
-    Args:
-        a: The first integer.
-        b: The second integer.
-
-    Returns:
-        The product of the two integers.
-    """
-    return a * b
 
 
 TOOL_CALL = '<tool_call>\n{"name": "multiply_tool", "arguments": {"a": 3, "b": 4}}\n</tool_call><|im_end|>'

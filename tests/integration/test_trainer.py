@@ -122,14 +122,12 @@ def test_uniform_selection_ignores_values(tiny_model_dir, tmp_path):
     assert drawn[0] != drawn[1]
 
 
-@pytest.mark.parametrize("loss_type", ["codapo", "gpg"])
-def test_gradients_equal_the_codapo_loss(tiny_model_dir, tmp_path, loss_type):
-    """The trainer's gradient for B (on-policy) and S (off-policy, before_update) is that of `coda.codapo_loss`."""
-    # One micro-batch per update, so that the trainer pads exactly like the reference computation below.
-    args = make_args(tmp_path, loss_type=loss_type)
+def gradient_recording_trainer(model_dir, args):
+    """A CoDaPO trainer on deterministic rollouts that records every update's gradients and batches, with a copy of
+    its initial model for the reference computation: `(trainer, recorder, outputs, reference_model)`."""
     recorder = GradRecorder()
     trainer = CoDaPOTrainer(
-        tiny_model_dir,
+        model_dir,
         hash_reward,
         args=args,
         train_dataset=question_dataset(),
@@ -137,7 +135,15 @@ def test_gradients_equal_the_codapo_loss(tiny_model_dir, tmp_path, loss_type):
         callbacks=[recorder],
     )
     outputs = record_outputs(trainer)
-    reference_model = copy.deepcopy(trainer.model)
+    return trainer, recorder, outputs, copy.deepcopy(trainer.model)
+
+
+@pytest.mark.parametrize("loss_type", ["codapo", "gpg"])
+def test_gradients_equal_the_codapo_loss(tiny_model_dir, tmp_path, loss_type):
+    """The trainer's gradient for B (on-policy) and S (off-policy, before_update) is that of `coda.codapo_loss`."""
+    # One micro-batch per update, so that the trainer pads exactly like the reference computation below.
+    args = make_args(tmp_path, loss_type=loss_type)
+    trainer, recorder, outputs, reference_model = gradient_recording_trainer(tiny_model_dir, args)
     trainer.train()
     assert len(outputs) == 2 and len(recorder.grads) == 2
 
@@ -319,17 +325,7 @@ def test_loss_only_arm_is_grpo_with_the_per_question_token_average(tiny_model_di
     args = make_args(
         tmp_path, max_steps=2, codapo_weighting=False, codapo_sampling=False, loss_type="codapo", shuffle_dataset=False
     )
-    recorder = GradRecorder()
-    trainer = CoDaPOTrainer(
-        tiny_model_dir,
-        hash_reward,
-        args=args,
-        train_dataset=question_dataset(),
-        rollout_func=deterministic_rollout,
-        callbacks=[recorder],
-    )
-    outputs = record_outputs(trainer)
-    reference_model = copy.deepcopy(trainer.model)
+    trainer, recorder, outputs, reference_model = gradient_recording_trainer(tiny_model_dir, args)
     calls, parent_patch = record_parent_generations(trainer)
     with parent_patch:
         trainer.train()

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from fakes import multiply_tool
 
 
 EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"
@@ -54,20 +55,6 @@ def test_qwen_ids_decode_to_the_tests_text(qwen3):
     # the first 256 ids are bytes in GPT-2's order, as in Qwen's vocabulary
     assert [qwen3.decode([i]) for i in (0, 11, 16, 64, 198, 220)] == ["!", ",", "1", "a", "\n", " "]
     assert (qwen3.pad_token_id, qwen3.eos_token_id) == (151643, 151645)  # the ids the mask-truncation test writes
-
-
-def multiply_tool(a: int, b: int) -> int:
-    """
-    Multiplies two integers.
-
-    Args:
-        a: The first integer.
-        b: The second integer.
-
-    Returns:
-        The product of the two integers.
-    """
-    return a * b
 
 
 def test_trl_parses_the_tool_call_with_its_qwen3_template(qwen3):
