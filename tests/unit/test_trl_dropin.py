@@ -106,3 +106,45 @@ def test_on_differences_are_classified_by_message(dropin):
     for difference in dropin.differences.ON_DIFFERENCES:  # every reason names a test of ours that exists
         path, name = difference.our_test.split("::")
         assert f"def {name}(" in (EXPERIMENTS.parent / path).read_text()
+
+
+def _junit(path: Path, cases: dict[str, str]) -> None:
+    """A junit report with one test case per `{name: outcome}` (passed, failed or skipped)."""
+    body = {"passed": "", "failed": '<failure message="boom"/>', "skipped": '<skipped message="needs vllm"/>'}
+    rows = "".join(
+        f'<testcase classname="tests.test_grpo_trainer.TestGRPOTrainer" name="{name}">{body[outcome]}</testcase>'
+        for name, outcome in cases.items()
+    )
+    path.write_text(f"<testsuites><testsuite>{rows}</testsuite></testsuites>")
+
+
+def test_compare_fails_on_stock_failures_and_off_differences_and_overlays_replace_reruns(dropin, tmp_path, capsys):
+    main = importlib.import_module("trl_dropin.__main__")
+    full, rerun = tmp_path / "full", tmp_path / "rerun"
+    full.mkdir(), rerun.mkdir()
+    _junit(full / "report-stock.xml", {"a": "passed", "b": "failed", "c": "skipped"})
+    _junit(full / "report-off.xml", {"a": "passed", "b": "failed", "c": "skipped"})
+    assert main.compare(full) == 1  # stock fails b
+    _junit(rerun / "report-stock.xml", {"b": "passed"})
+    _junit(rerun / "report-off.xml", {"b": "passed"})
+    assert main.compare(full, [rerun]) == 0
+    assert "stock: 1 test(s) re-run" in capsys.readouterr().out
+    _junit(rerun / "report-off.xml", {"b": "failed"})  # off no longer matches stock on the re-run
+    assert main.compare(full, [rerun]) == 1
+
+
+def test_adaptations_apply_to_the_copy_and_refuse_a_changed_test(dropin, tmp_path):
+    main = importlib.import_module("trl_dropin.__main__")
+    trl_tests = tmp_path / "trl"
+    trl_tests.mkdir()
+    for name in main.TEST_FILES:
+        (trl_tests / name).write_text("")
+    (test_name, line, replacement, _), *_ = main.ADAPTATIONS["test_grpo_trainer.py"]
+    original = f"def {test_name}(self):\n    x = 1\n{line}"
+    (trl_tests / "test_grpo_trainer.py").write_text(original)
+    copied = main.copy_tests(trl_tests, tmp_path / "work") / "test_grpo_trainer.py"
+    assert line not in copied.read_text() and replacement in copied.read_text()
+    assert (trl_tests / "test_grpo_trainer.py").read_text() == original  # TRL's checkout is never touched
+    (trl_tests / "test_grpo_trainer.py").write_text(f"def {test_name}(self):\n    assert something_else\n")
+    with pytest.raises(RuntimeError, match="not there exactly once"):
+        main.copy_tests(trl_tests, tmp_path / "work2")
