@@ -44,6 +44,7 @@ from codapo_trl.data.arithmetic import (
     arithmetic_question,
     carry_count,
     make_arithmetic_dataset,
+    sampled_split,
 )
 from codapo_trl.data.arithmetic import _arithmetic_pools as _arithmetic_pools  # tests reach it through the package
 from codapo_trl.data.formatting import (
@@ -87,4 +88,5 @@ __all__ = [
     "parse_level",
     "plain_answer",
     "register_dataset",
+    "sampled_split",
 ]

@@ -1,6 +1,6 @@
-"""The synthetic leveled arithmetic task ("What is 23 + 45?"): six frozen levels (1-5 the default set, 6 a harder
-one), seeded, with disjoint train and test questions; offline, the dataset of the embedded SmolLM2-135M default
-(registry name `arithmetic`)."""
+"""The synthetic leveled arithmetic task ("What is 23 + 45?"): seven frozen levels (1-5 the default set, 6 and 7
+harder ones), seeded, with disjoint train and test questions; offline, the dataset of the embedded SmolLM2-135M
+default (registry name `arithmetic`)."""
 
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ __all__ = [
     "carry_count",
     "make_arithmetic_dataset",
     "question_hash",
+    "sampled_split",
 ]
 
 
@@ -47,6 +48,12 @@ class ArithmeticLevel:
             reach 10), e.g. 2 for "at least two carries"; 0 sets no bound.
         description (`str`, *optional*):
             Human-readable summary.
+        sampled (`bool`, *optional*, defaults to `False`):
+            The level has too many pairs to list (four-digit + four-digit: 81 million). Its questions are drawn at
+            random from the operand ranges instead of from a listed pool, and a question's split is fixed by its
+            hash alone (`test` when [`question_hash`] is below `ARITHMETIC_TEST_FRACTION * 2**64`), so `train` and
+            `test` stay disjoint without listing either. Such a level takes no carry condition, so that its size is
+            the product of its ranges.
     """
 
     level: int
@@ -55,6 +62,14 @@ class ArithmeticLevel:
     carry: bool | None = None
     description: str = ""
     min_carries: int = 0
+    sampled: bool = False
+
+    def __post_init__(self) -> None:
+        if self.sampled and (self.carry is not None or self.min_carries):
+            raise ValueError(
+                f"Arithmetic level {self.level} is sampled, so it cannot take a carry condition (its size would have "
+                "to be counted by listing its pairs): drop `carry`/`min_carries` or list the level (sampled=False)."
+            )
 
     def accepts(self, a: int, b: int) -> bool:
         """Whether the pair `(a, b)` belongs to this level."""
@@ -65,6 +80,8 @@ class ArithmeticLevel:
 
     def pool_size(self) -> int:
         """Number of distinct `(a, b)` pairs in this level (all splits together)."""
+        if self.sampled:
+            return (self.a_range[1] - self.a_range[0] + 1) * (self.b_range[1] - self.b_range[0] + 1)
         return sum(
             self.accepts(a, b)
             for a in range(self.a_range[0], self.a_range[1] + 1)
@@ -97,14 +114,16 @@ ARITHMETIC_LEVELS: dict[int, ArithmeticLevel] = {
     6: ArithmeticLevel(
         6, (100, 999), (100, 999), min_carries=2, description="three-digit + three-digit, at least two carries"
     ),
+    7: ArithmeticLevel(7, (1000, 9999), (1000, 9999), sampled=True, description="four-digit + four-digit"),
 }
 """The frozen level definitions, calibrated on the embedded SmolLM2-135M-Instruct with
 `experiments/calibrate_arithmetic.py` (32 questions x 4 samples per level, 64 new tokens, the paper's system prompt,
 answer = boxed number, else the last integer of the completion). Base accuracy per level 1-5 was
 0.38 / 0.33 / 0.22 / 0.04 / 0.00 at temperature 0.6 and 0.17 / 0.11 / 0.09 / 0.02 / 0.00 at temperature 1.0. The
 base model almost never writes `\\boxed{}` (at most 2% of completions), so a boxed-only reward scores 0 everywhere.
-Level 6 was added later as the candidate hard level of the second CoDaPO-vs-GRPO campaign; its pass rate under that
-campaign's warm start is in `experiments/codapo_vs_grpo_r2/PREREGISTRATION.md`. The default level sets stay 1-5."""
+Levels 6 and 7 were added later as candidate hard levels of the second CoDaPO-vs-GRPO campaign; their pass rates under
+that campaign's warm start are in `experiments/codapo_vs_grpo_r2/PREREGISTRATION.md`. Level 7 is sampled (see
+[`ArithmeticLevel`]). The default level sets stay 1-5."""
 
 ARITHMETIC_TEST_FRACTION = 0.25
 """Share of each level's questions reserved for the held-out `test` split (chosen by a hash of the question)."""
@@ -122,14 +141,27 @@ def question_hash(question: str) -> int:
     return int.from_bytes(hashlib.sha256(question.encode("utf-8")).digest()[:8], "big")
 
 
+def sampled_split(a: int, b: int) -> str:
+    """The split of the question `a + b` of a sampled level: `"test"` when the hash of its text falls in the lowest
+    `ARITHMETIC_TEST_FRACTION` of the 64-bit range, else `"train"`.
+
+    Example:
+        >>> sampled_split(1234, 5678), sampled_split(4321, 8765)
+        ('test', 'train')
+    """
+    return "test" if question_hash(arithmetic_question(a, b)) < ARITHMETIC_TEST_FRACTION * 2**64 else "train"
+
+
 @functools.cache
 def _arithmetic_pools(level: int) -> dict[str, tuple[tuple[int, int], ...]]:
-    """The `train` and `test` question pools of a level.
+    """The `train` and `test` question pools of a listed (not sampled) level.
 
     The `ceil(ARITHMETIC_TEST_FRACTION * pool size)` questions with the smallest SHA-256 of their text form the test
     pool: a fixed function of the level definition, independent of seed and sizes, and never empty.
     """
     spec = ARITHMETIC_LEVELS[level]
+    if spec.sampled:
+        raise ValueError(f"Arithmetic level {level} is sampled: it has no listed pool (see `sampled_split`).")
     pairs = [
         (a, b)
         for a in range(spec.a_range[0], spec.a_range[1] + 1)
@@ -142,8 +174,22 @@ def _arithmetic_pools(level: int) -> dict[str, tuple[tuple[int, int], ...]]:
 
 
 def arithmetic_pool_sizes(split: str = "train") -> dict[int, int]:
-    """Number of distinct questions per level in `split` (`"train"` or `"test"`)."""
-    return {level: len(_arithmetic_pools(level)[split]) for level in ARITHMETIC_LEVELS}
+    """Number of distinct questions per listed level in `split` (`"train"` or `"test"`). Sampled levels are left
+    out: their split sizes are not counted (about `ARITHMETIC_TEST_FRACTION` of `ArithmeticLevel.pool_size()` is
+    `test`), and no request comes near them."""
+    return {
+        level: len(_arithmetic_pools(level)[split]) for level, spec in ARITHMETIC_LEVELS.items() if not spec.sampled
+    }
+
+
+def _sample_pairs(spec: ArithmeticLevel, split: str, count: int, rng: random.Random) -> list[tuple[int, int]]:
+    """`count` distinct pairs of a sampled level in `split`, drawn uniformly from its ranges by rejection."""
+    picked: dict[tuple[int, int], None] = {}
+    while len(picked) < count:
+        pair = (rng.randint(*spec.a_range), rng.randint(*spec.b_range))
+        if pair not in picked and sampled_split(*pair) == split:
+            picked[pair] = None
+    return list(picked)
 
 
 def make_arithmetic_dataset(
@@ -161,7 +207,8 @@ def make_arithmetic_dataset(
     or sizes. Rows come out shuffled (seeded), levels interleaved.
 
     The easy levels are small (55, 45 and 90 questions in all, see [`arithmetic_pool_sizes`]): asking for more
-    questions than a pool holds is an error unless `allow_repeats=True`.
+    questions than a pool holds is an error unless `allow_repeats=True`. A sampled level (7) draws its questions
+    from its operand ranges and never repeats one within a request.
 
     Args:
         num_per_level (`int` or `Mapping[int, int]`):
@@ -191,17 +238,20 @@ def make_arithmetic_dataset(
     for lvl, count in counts.items():
         if count < 0:
             raise ValueError(f"num_per_level must be >= 0, got {count} for level {lvl}.")
-        pool = list(_arithmetic_pools(lvl)[split])
-        if count > len(pool) and not allow_repeats:
-            raise ValueError(
-                f"Arithmetic level {lvl} ({ARITHMETIC_LEVELS[lvl].description}) has only {len(pool)} distinct "
-                f"{split} questions; asked for {count}. Ask for fewer or pass allow_repeats=True."
-            )
         # One independent stream per (seed, split, level): asking for more levels does not change the others.
         rng = random.Random(f"arithmetic-{seed}-{split}-{lvl}")
-        picked: list[tuple[int, int]] = []
-        while len(picked) < count:
-            picked.extend(rng.sample(pool, min(len(pool), count - len(picked))))
+        if ARITHMETIC_LEVELS[lvl].sampled:
+            picked = _sample_pairs(ARITHMETIC_LEVELS[lvl], split, count, rng)
+        else:
+            pool = list(_arithmetic_pools(lvl)[split])
+            if count > len(pool) and not allow_repeats:
+                raise ValueError(
+                    f"Arithmetic level {lvl} ({ARITHMETIC_LEVELS[lvl].description}) has only {len(pool)} distinct "
+                    f"{split} questions; asked for {count}. Ask for fewer or pass allow_repeats=True."
+                )
+            picked = []
+            while len(picked) < count:
+                picked.extend(rng.sample(pool, min(len(pool), count - len(picked))))
         rows.extend(
             {"question": arithmetic_question(a, b), "answer": str(a + b), "level": lvl, "a": a, "b": b}
             for a, b in picked
@@ -236,7 +286,8 @@ def registry_builder(
             num_per_level = 200
             allow_repeats = True if allow_repeats is None else allow_repeats
         else:
-            num_per_level = {lvl: min(40, len(_arithmetic_pools(lvl)[split])) for lvl in levels}
+            sizes = arithmetic_pool_sizes(split)
+            num_per_level = {lvl: min(40, sizes.get(lvl, 40)) for lvl in levels}
     return make_arithmetic_dataset(
         num_per_level, levels=levels, seed=seed, split=split, allow_repeats=bool(allow_repeats)
     )

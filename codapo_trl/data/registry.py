@@ -268,6 +268,6 @@ register_dataset(
         level_field="level",
         answer_type="number",
         builder=arithmetic_builder,
-        description="synthetic 'What is a + b?' in five levels; offline; the embedded default's dataset",
+        description="synthetic 'What is a + b?' in seven levels (1-5 by default); offline; the embedded default's dataset",
     )
 )

@@ -102,9 +102,15 @@ def level_report(questions: Sequence[Any], group_size: int, num_examples: int) -
     }
 
 
-def in_band(pass_rates: dict[int, float]) -> dict[int, bool]:
-    """Whether each level's pass rate at the training temperature lies in [`TARGET_BAND`]."""
-    return {lvl: lo <= pass_rates[lvl] <= hi for lvl, (lo, hi) in TARGET_BAND.items() if lvl in pass_rates}
+def target_bands(hard_level: int = 5) -> dict[int, tuple[float, float]]:
+    """The bands a calibration is held to: round 1's [`TARGET_BAND`], or, for another hard level (round 2's
+    candidates), the hard band (0.5-5 % at T = 1) on that level alone."""
+    return dict(TARGET_BAND) if hard_level == 5 else {hard_level: TARGET_BAND[5]}
+
+
+def in_band(pass_rates: dict[int, float], bands: dict[int, tuple[float, float]] = TARGET_BAND) -> dict[int, bool]:
+    """Whether each level's pass rate at the training temperature lies in its band (default [`TARGET_BAND`])."""
+    return {lvl: lo <= pass_rates[lvl] <= hi for lvl, (lo, hi) in bands.items() if lvl in pass_rates}
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -120,6 +126,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="questions per level (capped by the pool): one number, or one per level of --levels",
     )
     parser.add_argument("--samples", type=int, default=8, help="samples per question (>= --group-size)")
+    parser.add_argument(
+        "--hard-level",
+        type=int,
+        default=5,
+        help="the level held to the hard band, 0.5-5 %% at T = 1 (round 2: 6 or 7)",
+    )
     parser.add_argument("--group-size", type=int, default=8, help="G of the RL runs, for the group rates")
     parser.add_argument("--temperatures", type=float, nargs="+", default=[1.0, 0.6])
     parser.add_argument("--max-new-tokens", type=int, default=64)
@@ -143,7 +155,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if len(args.num_questions) not in (1, len(args.levels)):
         raise SystemExit(f"--num-questions takes one number or one per level ({len(args.levels)}).")
     wanted = args.num_questions * len(args.levels) if len(args.num_questions) == 1 else args.num_questions
-    counts = {lvl: min(n, pools[lvl]) for lvl, n in zip(args.levels, wanted)}
+    counts = {lvl: min(n, pools.get(lvl, n)) for lvl, n in zip(args.levels, wanted)}  # a sampled level has no cap
     benchmark = load_benchmark(
         "arithmetic", split="train", num_per_level=counts, seed=args.question_seed, system_prompt=SYSTEM_PROMPT
     )
@@ -156,7 +168,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "split": "train",
         "questions_per_level": counts,
         "system_prompt": SYSTEM_PROMPT,
-        "target_band_T1": {str(k): v for k, v in TARGET_BAND.items()},
+        "target_band_T1": {str(k): v for k, v in target_bands(args.hard_level).items()},
         "temperatures": {},
     }
     for temperature in args.temperatures:
@@ -196,7 +208,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     training = record["temperatures"].get("1.0")
     if training:
         record["in_band_T1"] = {
-            str(k): v for k, v in in_band({int(k): v["pass_rate"] for k, v in training["levels"].items()}).items()
+            str(k): v
+            for k, v in in_band(
+                {int(k): v["pass_rate"] for k, v in training["levels"].items()}, target_bands(args.hard_level)
+            ).items()
         }
     record["seconds"] = round(time.perf_counter() - start, 1)
     args.results_dir.mkdir(parents=True, exist_ok=True)

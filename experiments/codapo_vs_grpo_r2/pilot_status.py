@@ -1,6 +1,6 @@
 """Snapshot of a pilot that is still running or was stopped (round 2, issue 27): per run, the question log so far,
 the wall seconds of each finished update (TRL's `step_time`, read from the training log) and the process CPU
-samples, copied into the committed results; then the level-6 discovery summary over what exists.
+samples, copied into the committed results; then the hard level's discovery summary (`--level`) over what exists.
 
     python experiments/codapo_vs_grpo_r2/pilot_status.py          # after stopping or while running
 
@@ -37,7 +37,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--work-dir", type=Path, default=ROOT / "outputs" / "codapo_vs_grpo_r2" / "pilot_grpo")
     parser.add_argument("--results-dir", type=Path, default=HERE / "results" / "pilot_grpo")
     parser.add_argument("--cpu-log", type=Path, default=None, help="process CPU samples to keep beside the logs")
-    parser.add_argument("--level", type=int, default=6)
+    parser.add_argument("--level", type=int, default=6, help="the hard level (the first pilot: 6)")
     options = parser.parse_args(argv)
     logs = {}
     for work in sorted(options.work_dir.glob("grpo-seed*")):
@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> None:
     if options.cpu_log and options.cpu_log.exists():
         shutil.copy(options.cpu_log, options.results_dir / "process_cpu.log")
     summary = discovery.summarize(logs, options.level, [(1, 16), (1, 8), (1, 1), (2, 2)])
-    (options.results_dir / "discovery_level6.json").write_text(json.dumps(summary, indent=1) + "\n")
+    (options.results_dir / f"discovery_level{options.level}.json").write_text(json.dumps(summary, indent=1) + "\n")
     print(json.dumps(summary["windows"][0], indent=1))
 
 

@@ -49,8 +49,7 @@ def main(argv: list[str] | None = None) -> None:
         )
     completions = tokenizer.batch_decode(out[:, batch["input_ids"].shape[1] :], skip_special_tokens=True)
     golds = [str(a + b) for a, b in pairs for _ in range(options.samples)]
-    questions = [arithmetic_question(a, b) for a, b in pairs for _ in range(options.samples)]
-    verdicts = grade_answers(completions, golds, ["number"] * len(golds), questions)
+    verdicts = grade_answers(completions, golds, ["number"] * len(golds))
     correct = [v.correct for v in verdicts]
     per_question = [sum(correct[i * options.samples : (i + 1) * options.samples]) for i in range(options.questions)]
     print(

@@ -4,6 +4,7 @@ Everything is offline: hub loads are redirected to small fixture files the tests
 """
 
 import json
+import random
 import re
 
 import datasets
@@ -417,15 +418,15 @@ def test_arithmetic_levels_are_independent_streams():
 
 def test_arithmetic_train_and_test_never_share_a_question():
     train_sizes, test_sizes = arithmetic_pool_sizes("train"), arithmetic_pool_sizes("test")
-    for level, spec in ARITHMETIC_LEVELS.items():
+    listed = {level: spec for level, spec in ARITHMETIC_LEVELS.items() if not spec.sampled}
+    assert set(train_sizes) == set(test_sizes) == set(listed)
+    for level, spec in listed.items():
         pools = data._arithmetic_pools(level)
         assert not set(pools["train"]) & set(pools["test"])
         assert len(pools["train"]) + len(pools["test"]) == spec.pool_size()
         assert test_sizes[level] >= 0.25 * spec.pool_size() and train_sizes[level] > test_sizes[level]
     # generated rows stay inside their split's pool, whatever the seed
-    test_questions = {
-        data.arithmetic_question(a, b) for lvl in ARITHMETIC_LEVELS for a, b in data._arithmetic_pools(lvl)["test"]
-    }
+    test_questions = {data.arithmetic_question(a, b) for lvl in listed for a, b in data._arithmetic_pools(lvl)["test"]}
     capped = {level: min(size, 300) for level, size in train_sizes.items()}
     for seed in (0, 1, 2):
         train = make_arithmetic_dataset(capped, seed=seed, split="train")["question"]
@@ -453,6 +454,38 @@ def test_arithmetic_level_definitions():
                 if spec.accepts(a, b):
                     assert (a, b) not in seen, (a, b, seen.get((a, b)), level)
                     seen[(a, b)] = level
+
+
+def test_sampled_level_splits_by_hash_and_never_repeats():
+    spec = ARITHMETIC_LEVELS[7]
+    assert spec.sampled and spec.pool_size() == 9000 * 9000
+    with pytest.raises(ValueError, match="no listed pool"):
+        data._arithmetic_pools(7)
+    train = make_arithmetic_dataset({7: 400}, seed=0, split="train")
+    test = make_arithmetic_dataset({7: 400}, seed=0, split="test")
+    for rows, split in ((train, "train"), (test, "test")):
+        pairs = list(zip(rows["a"], rows["b"]))
+        assert len(set(pairs)) == 400  # distinct within a request
+        assert all(spec.accepts(a, b) and data.sampled_split(a, b) == split for a, b in pairs)
+        assert all(r == str(a + b) for r, a, b in zip(rows["answer"], rows["a"], rows["b"]))
+    assert not set(train["question"]) & set(test["question"])
+    # the split is the hash's, not the seed's: other seeds draw other questions on the same side
+    other = make_arithmetic_dataset({7: 400}, seed=1, split="test")
+    assert other["question"] != test["question"] and all(
+        data.sampled_split(a, b) == "test" for a, b in zip(other["a"], other["b"])
+    )
+    # about a quarter of uniformly drawn pairs are test questions (400 draws: 4 SD is about 0.087)
+    rng = random.Random(5)
+    draws = [data.sampled_split(rng.randint(1000, 9999), rng.randint(1000, 9999)) for _ in range(400)]
+    assert abs(draws.count("test") / 400 - data.ARITHMETIC_TEST_FRACTION) < 0.09
+    # deterministic, and an independent stream: adding another level changes none of level 7's rows
+    assert make_arithmetic_dataset({7: 400}, seed=0, split="test").to_list() == test.to_list()
+    mixed = make_arithmetic_dataset({5: 10, 7: 400}, seed=0, split="test")
+    assert sorted(q for q, lv in zip(mixed["question"], mixed["level"]) if lv == 7) == sorted(test["question"])
+    # the registry's default test size for it, like any level, is 40
+    assert load_math_dataset("arithmetic", "test", levels=[7], system_prompt=None)["level"] == [7] * 40
+    with pytest.raises(ValueError, match="cannot take a carry condition"):
+        data.ArithmeticLevel(8, (1000, 9999), (1000, 9999), min_carries=2, sampled=True)
 
 
 def test_carry_count_matches_column_addition():
@@ -488,7 +521,7 @@ def test_arithmetic_validation_is_test_and_errors():
     with pytest.raises(ValueError, match="splits"):
         make_arithmetic_dataset(3, split="dev")
     with pytest.raises(ValueError, match="Unknown arithmetic level"):
-        make_arithmetic_dataset(3, levels=(7,))
+        make_arithmetic_dataset(3, levels=(99,))
     with pytest.raises(ValueError, match=r"only 14 distinct test questions.*allow_repeats=True"):
         make_arithmetic_dataset(15, levels=(1,), split="test")
 

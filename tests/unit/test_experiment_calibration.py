@@ -110,6 +110,11 @@ def test_level_report_counts(calibrate):
 def test_in_band(calibrate):
     assert calibrate.in_band({3: 0.5, 4: 0.1, 5: 0.01}) == {3: True, 4: True, 5: True}
     assert calibrate.in_band({3: 0.2, 4: 0.3, 5: 0.0}) == {3: False, 4: False, 5: False}
+    # round 2: the hard band moves to the candidate level, and the round-1 band levels are not held to anything
+    bands = calibrate.target_bands(7)
+    assert calibrate.in_band({4: 0.6, 5: 0.3, 7: 0.03}, bands) == {7: True}
+    assert calibrate.in_band({7: 0.17}, bands) == {7: False}
+    assert calibrate.target_bands(5) == calibrate.TARGET_BAND
 
 
 def test_docstring_examples_hold(warm_start, calibrate):
