@@ -17,6 +17,7 @@ import torch
 import trl
 from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForSequenceClassification, GenerationConfig
 
+from .data import ZEN_PROMPTS
 from .vocab import QWEN2_PIECES, QWEN_SPECIALS, build_tokenizer
 
 
@@ -30,6 +31,16 @@ MISTRAL_TEMPLATE = (
 )
 
 
+# Text whose words get merges besides the chat template: the stand-in datasets' prompts and the JSON a tool's schema
+# renders to (`transformers.utils.get_json_schema`: its keys and type names), which the tool prompts repeat.
+MERGE_CORPUS = [
+    *(prompt for prompts in ZEN_PROMPTS.values() for prompt in prompts),
+    '{"type": "function", "function": {"name": "", "description": "", "parameters": {"type": "object", '
+    '"properties": {"": {"type": "integer", "description": ""}}, "required": []}, "return": {"type": "string"}}}',
+    "number boolean array items null enum",
+]
+
+
 @dataclass(frozen=True)
 class TokenizerSpec:
     """A family's tokenizer: its special tokens from `first_special` on, their roles and its chat template."""
@@ -41,8 +52,12 @@ class TokenizerSpec:
     pieces: dict[int, str] = field(default_factory=dict)
 
     def build(self):
-        tokenizer = build_tokenizer(self.first_special, self.specials, self.pieces, **self.roles)
-        tokenizer.chat_template = (TEMPLATES / self.template).read_text() if self.template else MISTRAL_TEMPLATE
+        template = (TEMPLATES / self.template).read_text() if self.template else MISTRAL_TEMPLATE
+        # merges for the template's words (its tool instructions, JSON keys) and the datasets' prompts, so prompts
+        # have Qwen-like lengths (`vocab.word_merges`); only where the family has free ids (Qwen)
+        corpus = [template, *MERGE_CORPUS] if self.first_special > 256 else []
+        tokenizer = build_tokenizer(self.first_special, self.specials, self.pieces, corpus, **self.roles)
+        tokenizer.chat_template = template
         return tokenizer
 
 

@@ -3,14 +3,20 @@
 TRL's tests feed hand-written token ids to the model (a mocked `generate` returns them) and read the decoded text back,
 e.g. Qwen's `151657` is `<tool_call>` and `4913` is `{"`. A stand-in tokenizer therefore keeps, for each family the tests
 use, the real ids of its special tokens and of every text piece a test writes by id; the first 256 ids are the 256
-bytes in the GPT-2 byte-level order that Qwen's vocabulary also uses (`198` is a newline, `220` a space). Every other
-id below the special tokens is an unused placeholder, so the vocabulary has the real size and the real ids. There are
-no merges: text encodes byte by byte, which no test depends on.
+bytes in the GPT-2 byte-level order that Qwen's vocabulary also uses (`198` is a newline, `220` a space). Where the
+family leaves room below its special tokens (Qwen), the words of a corpus (TRL's chat template for the family and
+the stand-in datasets' prompts) get merges, so that a tool-describing prompt is a few hundred tokens as with Qwen's own
+BPE rather than one token per byte; the merged words take free ids, never one a test writes by hand. Every other id
+below the special tokens is an unused placeholder, so the vocabulary has the real size and the real ids. No test
+depends on how text splits into tokens, only on the ids it writes and the text they decode to.
 """
 
 from __future__ import annotations
 
-from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
+import json
+from collections.abc import Iterable
+
+from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
 
 
@@ -58,10 +64,41 @@ QWEN_SPECIALS = [
 ]  # fmt: skip
 
 
+def word_merges(corpus: Iterable[str], vocab: dict[str, int], free_ids: Iterable[int]) -> list[tuple[str, str]]:
+    """The merges of a byte-level BPE trained on `corpus` (`tokenizers`' trainer, until every word is one token); each
+    merged token not in `vocab` yet takes the next id of `free_ids` and is added to `vocab` (in place), so a text
+    piece already placed at its fixed id keeps it.
+
+    Example:
+        >>> vocab = {c: i for i, c in enumerate(byte_alphabet())}
+        >>> word_merges(["to tool to tool"], vocab, iter(range(300, 400)))
+        [('t', 'o'), ('Ġ', 'to'), ('o', 'l'), ('Ġto', 'ol')]
+        >>> {token: i for token, i in vocab.items() if i >= 256}
+        {'to': 300, 'Ġto': 301, 'ol': 302, 'Ġtool': 303}
+    """
+    splitter = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    trained = Tokenizer(models.BPE())
+    trained.pre_tokenizer = splitter
+    trainer = trainers.BpeTrainer(
+        vocab_size=1_000_000, min_frequency=1, show_progress=False, initial_alphabet=splitter.alphabet()
+    )
+    trained.train_from_iterator(list(corpus), trainer)
+    merges = [
+        tuple(m.split(" ")) if isinstance(m, str) else tuple(m)
+        for m in json.loads(trained.to_str())["model"]["merges"]
+    ]
+    free = iter(free_ids)
+    for left, right in merges:
+        if left + right not in vocab:
+            vocab[left + right] = next(free)
+    return merges
+
+
 def build_tokenizer(
     first_special: int,
     specials: list[tuple[str, bool]],
     pieces: dict[int, str] | None = None,
+    corpus: Iterable[str] = (),
     **tokenizer_kwargs,
 ) -> PreTrainedTokenizerFast:
     """A byte-level tokenizer whose `specials` take the ids `first_special, first_special + 1, ...`.
@@ -73,6 +110,8 @@ def build_tokenizer(
             Added tokens in id order, each with whether it is special (dropped by `skip_special_tokens`).
         pieces (`dict[int, str]`, *optional*):
             Text pieces at fixed ids (the ids a test writes by hand).
+        corpus (`Iterable[str]`, *optional*):
+            Texts whose words get merges ([`word_merges`]), in the free ids between the bytes and `first_special`.
         **tokenizer_kwargs:
             Passed to `PreTrainedTokenizerFast` (`eos_token`, `pad_token`, `bos_token`, `padding_side`, ...).
 
@@ -81,12 +120,16 @@ def build_tokenizer(
     """
     pieces = pieces or {}
     vocab = {c: i for i, c in enumerate(byte_alphabet())}
-    for i in range(256, first_special):
-        token = _to_byte_level(pieces[i]) if i in pieces else f"<unused{i}>"
-        if token in vocab:
-            raise ValueError(f"piece {pieces.get(i)!r} at id {i} is already id {vocab[token]}")
-        vocab[token] = i
-    tok = Tokenizer(models.BPE(vocab=vocab, merges=[]))
+    for i, piece in sorted(pieces.items()):
+        if not 256 <= i < first_special:
+            raise ValueError(f"piece {piece!r} at id {i} is outside the free ids 256-{first_special - 1}")
+        if _to_byte_level(piece) in vocab:
+            raise ValueError(f"piece {piece!r} at id {i} is already id {vocab[_to_byte_level(piece)]}")
+        vocab[_to_byte_level(piece)] = i
+    merges = word_merges(corpus, vocab, (i for i in range(256, first_special) if i not in pieces))
+    taken = set(vocab.values())
+    vocab.update({f"<unused{i}>": i for i in range(256, first_special) if i not in taken})
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=merges))
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     tok.add_tokens([AddedToken(text, special=special, normalized=False) for text, special in specials])

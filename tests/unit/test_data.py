@@ -570,3 +570,12 @@ def test_rows_are_conversational_for_trl(tiny_model_dir):
     text = maybe_apply_chat_template({"prompt": row["prompt"]}, tokenizer)["prompt"]
     assert text.startswith("<|im_start|>system\n" + SYSTEM_PROMPT)
     assert text.endswith(row["question"] + "<|im_end|>\n<|im_start|>assistant\n")
+
+
+def test_arithmetic_doctests():
+    import doctest
+
+    from codapo_trl.data import arithmetic
+
+    result = doctest.testmod(arithmetic)
+    assert result.attempted >= 2 and result.failed == 0

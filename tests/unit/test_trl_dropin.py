@@ -72,6 +72,27 @@ def test_pieces_never_collide_with_bytes_or_each_other(dropin):
         dropin.vocab.build_tokenizer(300, [("<eos>", True)], {256: "ab", 257: "ab"}, eos_token="<eos>")
     with pytest.raises(ValueError, match="already id"):
         dropin.vocab.build_tokenizer(300, [("<eos>", True)], {256: "a"}, eos_token="<eos>")
+    with pytest.raises(ValueError, match="outside the free ids"):
+        dropin.vocab.build_tokenizer(300, [("<eos>", True)], {300: "ab"}, eos_token="<eos>")
+
+
+def test_merges_shorten_the_tool_prompt_and_keep_every_fixed_id(dropin, qwen3):
+    text = qwen3.apply_chat_template(
+        [{"role": "user", "content": "Beautiful is better than"}],
+        tools=[multiply_tool],
+        tokenize=False,
+        add_generation_prompt=True,
+    )
+    ids = qwen3(text)["input_ids"]
+    assert qwen3.decode(ids) == text  # lossless
+    assert len(ids) < 0.4 * len(text.encode())  # bytes alone made it one token per byte (768 for 861 bytes)
+    # the merges never move a fixed id: the real Qwen pieces and specials decode as before, and the merged words
+    # took ids that no piece holds
+    for i, piece in dropin.vocab.QWEN2_PIECES.items():
+        assert qwen3.decode([i]) == piece
+    assert qwen3.convert_ids_to_tokens(151657) == "<tool_call>" and len(qwen3) == 151643 + 26
+    merged = {qwen3.convert_tokens_to_ids(t) for t in qwen3.convert_ids_to_tokens(ids) if len(t) > 1}
+    assert merged - set(dropin.vocab.QWEN2_PIECES) - set(range(151643, 151669))  # new words, at free ids
 
 
 def test_zen_has_the_configs_splits_and_order_the_tests_read(dropin, tmp_path, monkeypatch):
@@ -148,3 +169,10 @@ def test_adaptations_apply_to_the_copy_and_refuse_a_changed_test(dropin, tmp_pat
     (trl_tests / "test_grpo_trainer.py").write_text(f"def {test_name}(self):\n    assert something_else\n")
     with pytest.raises(RuntimeError, match="not there exactly once"):
         main.copy_tests(trl_tests, tmp_path / "work2")
+
+
+def test_vocab_doctests(dropin):
+    import doctest
+
+    result = doctest.testmod(dropin.vocab)
+    assert result.attempted >= 2 and result.failed == 0
