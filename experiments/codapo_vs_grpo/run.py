@@ -276,6 +276,9 @@ def main(argv: list[str] | None = None) -> None:
         help="held-out test questions per level, as LEVEL=QUESTIONS (default: round 1's)",
     )
     parser.add_argument("--train-only", action="store_true", help="train and keep the logs, no read-out (a pilot)")
+    parser.add_argument(
+        "--warm-start-only", action="store_true", help="read out the warm start (greedy and avg@4 as set) and stop"
+    )
     parser.add_argument("--greedy-steps", nargs="+", type=int, default=list(GREEDY_STEPS), help="greedy read-outs")
     parser.add_argument(
         "--sampled-steps", nargs="*", type=int, default=list(SAMPLED_STEPS), help="avg@4 read-outs (none: no value)"
@@ -295,10 +298,14 @@ def main(argv: list[str] | None = None) -> None:
     missing = [key for key in ("max_completion_length", "system_prompt") if key not in recipe]
     if missing:  # the read-outs use the training's prompt and token limit
         parser.error(f"{options.recipe} lacks {missing}")
+    if options.warm_start_only and options.train_only:
+        parser.error("--warm-start-only reads out and --train-only does not: pass one of them")
     compare = load_compare()
     benchmark = None if options.train_only else held_out_benchmark(eval_questions)
     for evaluation in [] if options.train_only else evaluations_at(options.updates, *protocol_steps(options)):
         evaluate(model, evaluation, recipe, benchmark, options.results_dir / "runs" / "warm_start" / evaluation.kind)
+    if options.warm_start_only:
+        return
     for seed in options.seeds:  # seed-major: an interrupted campaign still has complete pairs
         for arm in options.arms:
             run_one(arm, seed, options, compare, recipe, benchmark)

@@ -231,7 +231,8 @@ def test_round_2_arms_train_the_registered_regime(round_2_arms):
 
     for arm, (script, args, model) in round_2_arms.items():
         assert model.model_name_or_path == "outputs/warm_start/v4", arm
-        assert script.dataset_levels == [4, 5, 6] and args.seed == 7 and args.max_steps == 32, arm
+        assert script.dataset_levels == [4, 5, 7] and args.seed == 7 and args.max_steps == 32, arm  # amendment 1
+        assert args.max_completion_length == 64, arm  # amendment 1: level 7's longest warm-start answer is 48 + EOS
         assert args.per_device_train_batch_size * args.gradient_accumulation_steps // args.num_generations == 16, arm
         assert args.num_generations == 8 and args.learning_rate == 2e-5 and args.beta == 0.0, arm
         assert script.save_at_steps == [8, 16, 24], arm
@@ -307,3 +308,25 @@ def test_held_out_questions_option(run):
         run.parse_level_counts(["6:200"])
     benchmark = run.held_out_benchmark({6: 30})
     assert {int(item.level) for item in benchmark.items} == {6} and len(benchmark.items) == 30
+    sampled = run.held_out_benchmark({7: 30})  # the sampled level: drawn from the test side of its hash split
+    assert {int(item.level) for item in sampled.items} == {7} and len(sampled.items) == 30
+
+
+def test_warm_start_only_reads_out_the_warm_start_and_trains_nothing(run, tmp_path, monkeypatch):
+    model = tmp_path / "warm"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    recipe = yaml.safe_load((ROUND_2 / "recipe.yaml").read_text())
+    recipe["model_name_or_path"] = str(model)
+    (tmp_path / "recipe.yaml").write_text(yaml.safe_dump(recipe))
+    read = []
+    monkeypatch.setattr(run, "evaluate", lambda model, evaluation, *args: read.append((model, evaluation.kind)))
+    monkeypatch.setattr(run, "run_one", lambda *args: pytest.fail("--warm-start-only trains nothing"))
+    argv = ["--recipe", str(tmp_path / "recipe.yaml"), "--results-dir", str(tmp_path / "results")]
+    run.main(
+        [*argv, "--eval-questions", "7=5", "--greedy-steps", "8", "16", "24", "32", "--sampled-steps"]
+        + ["--warm-start-only"]
+    )
+    assert read == [(model, "greedy")]
+    with pytest.raises(SystemExit):
+        run.main([*argv, "--warm-start-only", "--train-only"])
