@@ -320,6 +320,9 @@ def test_warm_start_only_reads_out_the_warm_start_and_trains_nothing(run, tmp_pa
     recipe["model_name_or_path"] = str(model)
     (tmp_path / "recipe.yaml").write_text(yaml.safe_dump(recipe))
     read = []
+    # main() pins the campaign's grader for the whole process (and its logging): kept out of the test session
+    monkeypatch.setattr(run, "pin_grader", lambda: read.append("pinned"))
+    monkeypatch.setattr(run, "configure_logging", lambda: None)
     monkeypatch.setattr(run, "evaluate", lambda model, evaluation, *args: read.append((model, evaluation.kind)))
     monkeypatch.setattr(run, "run_one", lambda *args: pytest.fail("--warm-start-only trains nothing"))
     argv = ["--recipe", str(tmp_path / "recipe.yaml"), "--results-dir", str(tmp_path / "results")]
@@ -327,6 +330,6 @@ def test_warm_start_only_reads_out_the_warm_start_and_trains_nothing(run, tmp_pa
         [*argv, "--eval-questions", "7=5", "--greedy-steps", "8", "16", "24", "32", "--sampled-steps"]
         + ["--warm-start-only"]
     )
-    assert read == [(model, "greedy")]
+    assert read == ["pinned", (model, "greedy")]
     with pytest.raises(SystemExit):
         run.main([*argv, "--warm-start-only", "--train-only"])
