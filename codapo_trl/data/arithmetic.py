@@ -183,7 +183,13 @@ def arithmetic_pool_sizes(split: str = "train") -> dict[int, int]:
 
 
 def _sample_pairs(spec: ArithmeticLevel, split: str, count: int, rng: random.Random) -> list[tuple[int, int]]:
-    """`count` distinct pairs of a sampled level in `split`, drawn uniformly from its ranges by rejection."""
+    """`count` distinct pairs of a sampled level in `split`, drawn uniformly from its ranges by rejection (at most
+    1 % of the level's pairs, so that the rejection stays cheap and always ends)."""
+    if count > spec.pool_size() // 100:
+        raise ValueError(
+            f"Arithmetic level {spec.level} is sampled and draws at most {spec.pool_size() // 100} distinct questions "
+            f"per request (1 % of its pairs); asked for {count}. Ask for fewer."
+        )
     picked: dict[tuple[int, int], None] = {}
     while len(picked) < count:
         pair = (rng.randint(*spec.a_range), rng.randint(*spec.b_range))

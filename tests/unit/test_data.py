@@ -484,6 +484,8 @@ def test_sampled_level_splits_by_hash_and_never_repeats():
     assert sorted(q for q, lv in zip(mixed["question"], mixed["level"]) if lv == 7) == sorted(test["question"])
     # the registry's default test size for it, like any level, is 40
     assert load_math_dataset("arithmetic", "test", levels=[7], system_prompt=None)["level"] == [7] * 40
+    with pytest.raises(ValueError, match="draws at most 810000"):
+        make_arithmetic_dataset({7: 810_001})
     with pytest.raises(ValueError, match="cannot take a carry condition"):
         data.ArithmeticLevel(8, (1000, 9999), (1000, 9999), min_carries=2, sampled=True)
 
