@@ -151,6 +151,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
     start = time.perf_counter()
+    bands = target_bands(args.hard_level)
     pools = arithmetic_pool_sizes("train")
     if len(args.num_questions) not in (1, len(args.levels)):
         raise SystemExit(f"--num-questions takes one number or one per level ({len(args.levels)}).")
@@ -168,7 +169,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "split": "train",
         "questions_per_level": counts,
         "system_prompt": SYSTEM_PROMPT,
-        "target_band_T1": {str(k): v for k, v in target_bands(args.hard_level).items()},
+        "target_band_T1": {str(k): v for k, v in bands.items()},
         "temperatures": {},
     }
     for temperature in args.temperatures:
@@ -209,9 +210,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if training:
         record["in_band_T1"] = {
             str(k): v
-            for k, v in in_band(
-                {int(k): v["pass_rate"] for k, v in training["levels"].items()}, target_bands(args.hard_level)
-            ).items()
+            for k, v in in_band({int(k): v["pass_rate"] for k, v in training["levels"].items()}, bands).items()
         }
     record["seconds"] = round(time.perf_counter() - start, 1)
     args.results_dir.mkdir(parents=True, exist_ok=True)

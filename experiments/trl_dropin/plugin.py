@@ -174,18 +174,11 @@ VERSION_PATCHES = {"test_train_moe_peft_model": _peft_before_ref_adapters}
 
 @pytest.fixture(autouse=True)
 def _version_patches(request, monkeypatch):
+    """Apply, for the test at hand only, its class's `VERSION_SHIMS` and its own `VERSION_PATCHES` (undone after)."""
+    cls = getattr(request.node, "cls", None)
+    for method, wrap in VERSION_SHIMS.get(getattr(cls, "__name__", ""), {}).items():
+        monkeypatch.setattr(cls, method, wrap(cls.__dict__[method]))
     patch = VERSION_PATCHES.get(getattr(request.node, "originalname", ""))
     if patch is not None:
         patch(monkeypatch)
     yield
-
-
-def pytest_collection_finish(session) -> None:
-    for item in session.items:
-        cls = getattr(item, "cls", None)
-        for method, wrap in VERSION_SHIMS.get(getattr(cls, "__name__", ""), {}).items():
-            original = cls.__dict__[method]
-            if not getattr(original, "_dropin_shim", False):
-                shimmed = wrap(original)
-                shimmed._dropin_shim = True
-                setattr(cls, method, shimmed)

@@ -121,11 +121,12 @@ def build_tokenizer(
     pieces = pieces or {}
     vocab = {c: i for i, c in enumerate(byte_alphabet())}
     for i, piece in sorted(pieces.items()):
+        token = _to_byte_level(piece)
         if not 256 <= i < first_special:
             raise ValueError(f"piece {piece!r} at id {i} is outside the free ids 256-{first_special - 1}")
-        if _to_byte_level(piece) in vocab:
-            raise ValueError(f"piece {piece!r} at id {i} is already id {vocab[_to_byte_level(piece)]}")
-        vocab[_to_byte_level(piece)] = i
+        if token in vocab:
+            raise ValueError(f"piece {piece!r} at id {i} is already id {vocab[token]}")
+        vocab[token] = i
     merges = word_merges(corpus, vocab, (i for i in range(256, first_special) if i not in pieces))
     taken = set(vocab.values())
     vocab.update({f"<unused{i}>": i for i in range(256, first_special) if i not in taken})
