@@ -20,26 +20,22 @@ from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, 
 from transformers import PreTrainedTokenizerFast
 
 
-def byte_alphabet() -> list[str]:
-    """The 256 byte-level characters in GPT-2's order: printable bytes map to themselves, the rest to `chr(256 + k)`."""
-    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
-    chars, extra = {b: chr(b) for b in printable}, 0
-    for b in range(256):
-        if b not in chars:
-            chars[b] = chr(256 + extra)
-            extra += 1
-    order = printable + [b for b in range(256) if b not in printable]
-    return [chars[b] for b in order]
-
-
-def _to_byte_level(text: str) -> str:
-    table = {b: c for b, c in zip(_byte_order(), byte_alphabet(), strict=True)}
-    return "".join(table[b] for b in text.encode("utf-8"))
+# Bytes that GPT-2's byte-level alphabet writes as themselves; every other byte gets a character from 256 up.
+_PRINTABLE = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
 
 
 def _byte_order() -> list[int]:
-    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
-    return printable + [b for b in range(256) if b not in printable]
+    return _PRINTABLE + [b for b in range(256) if b not in _PRINTABLE]
+
+
+def byte_alphabet() -> list[str]:
+    """The 256 byte-level characters in GPT-2's order: printable bytes map to themselves, the rest to `chr(256 + k)`."""
+    return [chr(b) for b in _PRINTABLE] + [chr(256 + k) for k in range(256 - len(_PRINTABLE))]
+
+
+def _to_byte_level(text: str) -> str:
+    table = dict(zip(_byte_order(), byte_alphabet(), strict=True))
+    return "".join(table[b] for b in text.encode("utf-8"))
 
 
 # Qwen's text pieces that TRL's GRPO tests write by id (their comments give the text), read off those comments: a run of
