@@ -92,8 +92,9 @@ class ExecutionResult:
     Attributes:
         status (`Status`): for a script, `ok` (exit status 0, no signal); for `call` and `check` runs, the judge's
             verdict: `ok` (the test passed), `wrong` (a wrong value or a failed assertion), or the reason no
-            verdict was reached (`runtime_error`, `timeout`, `memory`, `output_limit`); `sandbox_error` when the
-            sandbox, the judge or the test itself failed (not the program's fault).
+            verdict was reached (`runtime_error`, `timeout`, `memory`, `output_limit`); `sandbox_error` only when
+            the sandbox could not set up, the judge could not start or the test itself cannot run: never for
+            anything the program does or sends.
         stdout (`str`): captured standard output (at most `max_output_bytes`, decoded as UTF-8 with replacement).
         stderr (`str`): the last `stderr_tail_bytes` of standard error.
         exit_code (`int`, *optional*): the program's exit code, if it exited.
@@ -130,8 +131,10 @@ class Harness:
 
     - `"script"` (default): the program runs as `__main__` with the given standard input and ends as
       `python solution.py` would; the caller judges its standard output.
-    - `"call"` and `"check"`: the program's process only runs the program's module and answers requests; the
-      verdict is computed by a judge process that never runs the program's code ([`codapo_trl.sandbox.judge`]),
+    - `"call"` and `"check"`: the program's process only runs the program's module, named `solution` (not
+      `__main__`: as HumanEval's own harness `exec`s it, an `if __name__ == "__main__":` block does not run), and
+      answers requests; the verdict is computed by a judge process that never runs the program's code
+      ([`codapo_trl.sandbox.judge`]),
       from plain data decoded by [`codapo_trl.sandbox.wire`]. `"call"` calls `fn_name(*json.loads(args))` (a
       function, or a method of a class `Solution`) once and compares the result with `json.loads(expected)`;
       `"check"` runs `context` (or `prelude`) and `test` (HumanEval style) in the judge and calls
@@ -180,7 +183,7 @@ class Harness:
         return {
             "mode": "check",
             "name": self.entry_point,
-            "module": "__main__",
+            "module": "solution",
             "test": self.test,
             "prelude": self.prelude,
             "context": self.context,

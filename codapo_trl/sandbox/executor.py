@@ -58,6 +58,8 @@ WIRE_COPY_NAME = ".codapo_wire.py"  # next to it, for `call` and `check` runs
 # directory is, as the current one), so that its bytecode is cached.
 _JUDGE_ARGS = ("-E", "-s", "-S", "-m", "judge")
 assert os.path.dirname(_judge_module.__file__) == _HERE  # the judge is imported here once, which caches its bytecode
+# The judge's address-space limit is the program's plus this (its interpreter, and the answers it decodes).
+_JUDGE_EXTRA_MB = 256
 
 
 class Executor:
@@ -254,6 +256,9 @@ class Executor:
                     budget=max(0.0, cfg.timeout - (time.monotonic() - start)),
                     max_bytes=cfg.max_output_bytes,
                     cwd=rundir,
+                    # the judge's own limits: it never outlives the run's deadline by more than a second anyway
+                    cpu_s=int(math.ceil(cfg.timeout)) + 1,
+                    memory_bytes=(cfg.memory_mb + _JUDGE_EXTRA_MB) * _MiB,
                 )
                 judge_spec = wire.encode(spec, max_chars=1 << 30)
                 # The judge: a process of the trainer's that never runs the program's code (see judge.py).
@@ -377,6 +382,7 @@ class Executor:
                 if judge is not None and judge_done is None and now >= judge_deadline:
                     judge.kill()  # its pipes close: the loop goes on with the program's
                     judge_done = now
+                    timed_out = True  # no verdict by the deadline
                 if judge_done is not None and not exited and now >= judge_done + 0.5:
                     stop(now)  # the verdict is in: a program still running after its channel closed is stopped
                 if drain_deadline is None and stop_deadline is None and not exited and now >= deadline:
@@ -388,8 +394,9 @@ class Executor:
                 if judge is not None:
                     limits += [judge_deadline if judge_done is None else judge_done + 0.5]
                 limits = [t for t in limits if t is not None]
-                if (stop_deadline is not None and now >= stop_deadline) or (
-                    drain_deadline is not None and now >= drain_deadline
+                judge_waits = judge is not None and judge_done is None  # the verdict may still come: wait for it
+                if (stop_deadline is not None and now >= stop_deadline and not judge_waits) or (
+                    drain_deadline is not None and now >= drain_deadline and not judge_waits
                 ):
                     break
                 wait = max(0.0, min(t for t in limits if t > now) - now) if any(t > now for t in limits) else 0.0
@@ -466,14 +473,18 @@ class Executor:
             result.max_rss_mb = (exit_event.get("max_rss_kb") or 0) / 1024
             if program_event is not None and result.signal is None:  # the program (PID 2) was killed by a signal
                 result.exit_code, result.signal = None, program_event.get("signal")
+        judging = False  # the judge started on the program's answers: whatever follows is the program's result
         if judge is not None:
-            text = verdict_buf.decode("utf-8", "replace")
-            result.verdict = text[:-1] if text.endswith("\n") and text.count("\n") == 1 else None
-            if result.verdict is None and not timed_out:
+            lines = verdict_buf.decode("utf-8", "replace").split("\n")
+            judging = lines[0] == "judging" and len(lines) > 1
+            if judging:
+                del lines[0]
+            result.verdict = lines[0] if len(lines) == 2 and not lines[1] else None
+            if result.verdict is None and not judging:
                 tail = judge_err.decode("utf-8", "replace").strip().splitlines()
-                logger.warning("sandbox: the judge gave no verdict%s", f": {tail[-1]}" if tail else "")
+                logger.warning("sandbox: the judge did not start%s", f": {tail[-1]}" if tail else "")
         oom = cgroups.oom_killed() if cgroups is not None else False
-        self._classify(result, limit_hit, timed_out, setup_error, exit_event, oom, judge is not None)
+        self._classify(result, limit_hit, timed_out, setup_error, exit_event, oom, judge is not None, judging)
         return result
 
     def _classify(
@@ -485,7 +496,12 @@ class Executor:
         exit_event: dict | None,
         oom: bool,
         judged: bool = False,
+        judging: bool = False,
     ) -> None:
+        """Set `result.status` and `reason`. A judged run (`call`, `check`) is the sandbox's error only when the
+        sandbox could not set up, or when the judge did not get to the program's answers (`judging` false: it
+        could not start, or the test itself cannot run); from then on, a missing verdict is the program's
+        failure, never a skip."""
         cfg = self.config
         cpu_limit = max(1, math.ceil(cfg.cpu_time if cfg.cpu_time is not None else cfg.timeout))
         last_err = next((ln.strip() for ln in reversed(result.stderr.splitlines()) if ln.strip()), "")
@@ -497,12 +513,18 @@ class Executor:
             result.status = Status.SANDBOX_ERROR
             result.reason = f"sandbox set-up failed at {setup_error.get('stage')}: {setup_error.get('error')}"
             result.stage = setup_error.get("stage")
+        elif judged and (word == "invalid" or not judging):  # the test or the judge failed: not the program's fault
+            result.status = Status.SANDBOX_ERROR
+            result.reason = why or "the judge did not start"
         elif judged and word in _VERDICTS:
             result.status = _VERDICTS[word]
             result.reason = why
         elif timed_out or (judged and word == "timeout"):
             result.status = Status.TIMEOUT
             result.reason = f"wall-clock limit of {cfg.timeout:g}s exceeded"
+        elif exit_event is None and judged:
+            result.status = Status.RUNTIME_ERROR
+            result.reason = why or "the judge gave no verdict on the program's answers"
         elif exit_event is None:
             result.status = Status.SANDBOX_ERROR
             result.reason = "the sandbox bootstrap exited without a report" + (f": {last_err}" if last_err else "")
@@ -519,18 +541,23 @@ class Executor:
             result.reason = f"file-size limit of {cfg.max_file_mb} MiB exceeded"
         elif result.signal is not None:
             result.status = Status.RUNTIME_ERROR
-            result.reason = f"killed by {signal.Signals(result.signal).name}"
+            result.reason = f"killed by {_signal_name(result.signal)}"
         elif result.exit_code != 0:
             result.status = Status.RUNTIME_ERROR
             result.reason = f"exit code {result.exit_code}" + (f": {last_err[:200]}" if last_err else "")
-        elif judged and word in ("invalid", ""):  # the test or the judge failed: not the program's fault
-            result.status = Status.SANDBOX_ERROR
-            result.reason = why or "the judge gave no verdict"
-        elif judged:  # "ended": the program's process closed its channel or exited before answering
+        elif judged:  # "ended", or no verdict: the program closed its channel, exited, or sent what stopped the judge
             result.status = Status.RUNTIME_ERROR
-            result.reason = why
+            result.reason = why or "the judge gave no verdict on the program's answers (stopped by its limits)"
         else:
             result.status = Status.OK
+
+
+def _signal_name(number: int) -> str:
+    """`SIGKILL`, or `signal 40` for a number without a name (real-time signals): never an error."""
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
 
 
 # The judge's verdicts that settle a run whatever became of the program's process afterwards.

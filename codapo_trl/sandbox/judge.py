@@ -13,11 +13,22 @@ only answers the judge's requests ([`codapo_trl.sandbox.runner`]); what comes ba
   the program and returns the decoded result. Arguments the candidate mutated come back too and are written into
   the test's own objects, as a call in one interpreter would leave them.
 
-The verdict is one line on standard output: `pass`, `wrong <why>`, `error <why>` (the program failed), `memory
-<why>`, `ended <why>` (the program closed the channel or died before answering), `timeout` (no answer by the
-deadline) or `invalid <why>` (the test itself cannot run: not the program's fault). The trainer reads nothing else
-from this process. Every wait has the run's deadline and every answer is read into a bounded buffer; the executor
-kills the judge one second after the deadline in any case.
+What the program sends, or fails to send, is the program's result (a failure is never a skip). The judge works in
+two stages. First, with nothing of the program's read yet, it decodes its spec and builds the test's namespace; a
+failure there is `invalid` (the test cannot run: not the program's fault). Then it writes `judging` on its standard
+output and talks to the program's process; from then on every failure is the program's, whatever its cause: data
+that breaks the protocol or the wire format's bounds ([`codapo_trl.sandbox.wire`]), an answer that makes the test
+or the judge fail, no answer, or the judge stopped by its own limits before a verdict (the executor reads a
+`judging` line without a verdict as the program's failure). The judge never formats a value of the program's
+except a bounded piece of a string ([`_text`]), and its process has CPU-time and address-space limits
+(`RLIMIT_CPU`, `RLIMIT_AS`, from the spec) besides the executor's deadline.
+
+The verdict is one line on standard output after `judging`: `pass`, `wrong <why>`, `error <why>` (the program
+failed), `memory <why>`, `ended <why>` (the program closed the channel or died before answering), `timeout` (no
+answer by the deadline) or, before `judging` (or for a request the test itself cannot send before the program
+answered anything), `invalid <why>`. The trainer reads nothing else from this process. Every wait has the run's
+deadline and every answer is read into a bounded buffer; the executor kills the judge one second after the
+deadline in any case.
 
 The comparison rules ([`values_match`], [`outputs_match`]) live here too: the judge needs them without importing
 the package, and the reward ([`codapo_trl.rewards.code`]) imports them from here.
@@ -25,6 +36,7 @@ the package, and the reward ([`codapo_trl.rewards.code`]) imports them from here
 
 import math
 import os
+import resource
 import select
 import sys
 import time
@@ -143,14 +155,24 @@ class CandidateError(Exception):
     """The candidate raised an exception that is not one of Python's built-in `Exception` classes."""
 
 
+def _text(value, limit=200):
+    """A bounded piece of a value the program sent, for a verdict's reason: the start of a string, otherwise only
+    its type (formatting a program's value could cost without bound)."""
+    return value[:limit] if type(value) is str else f"<{type(value).__name__}>"
+
+
 class Channel:
-    """Requests to the program's process and its answers, each within the run's deadline and `max_bytes`."""
+    """Requests to the program's process and its answers, each within the run's deadline and `max_bytes`.
+
+    `answered` turns true with the first answer to a call: before it, nothing the test sends can come from the
+    program."""
 
     def __init__(self, req_fd, resp_fd, deadline, max_bytes):
         self.req_fd, self.resp_fd, self.deadline, self.max_bytes = req_fd, resp_fd, deadline, max_bytes
         os.set_blocking(req_fd, False)  # a program that stops reading cannot block a write past the deadline
-        self.buf = b""
+        self.buf = bytearray()
         self.broken = None
+        self.answered = False
 
     def _ready(self, fd, event):
         # poll, not select: the descriptors keep the trainer's numbers, which can be above select's 1024
@@ -184,7 +206,8 @@ class Channel:
             self.buf = rest
             while len(self.buf) < n:
                 self._read_more()
-            payload, self.buf = self.buf[:n], self.buf[n:]
+            payload = bytes(self.buf[:n])
+            del self.buf[:n]
             try:
                 message = wire.decode(payload, json_like)
             except wire.WireError as exc:
@@ -225,7 +248,7 @@ def _raise_from_candidate(name, message):
             exc = None
         if exc is not None:
             raise exc
-    raise CandidateError(f"{name}: {message}")
+    raise CandidateError(f"{_text(name)}: {_text(message)}")
 
 
 def _sync(old, new):
@@ -254,6 +277,14 @@ def _sync(old, new):
     return False
 
 
+def _state_fits(state, kw_state, args, kwargs):
+    """Whether an `ok` answer's post-call state has the shape of the call: `None`, or one value per argument (and a
+    dict of keyword arguments by name)."""
+    if state is not None and (type(state) not in (list, tuple) or len(state) != len(args)):
+        return False
+    return kw_state is None or (type(kw_state) is dict and all(type(k) is str and k in kwargs for k in kw_state))
+
+
 def make_candidate(channel, name):
     """The `candidate` the test calls: forwards the call to the program and returns its decoded result."""
 
@@ -263,23 +294,31 @@ def make_candidate(channel, name):
         try:
             channel.send(("call", args, kwargs))
         except wire.WireError as exc:
-            channel.broken = ChannelBroken("invalid", f"the test passes a value that is not plain data ({exc})")
+            # Before the program answered anything the test's values are the test's own; after, they may hold what
+            # the program answered (too large or too deep to send back): the program's failure, never a skip.
+            kind = "error" if channel.answered else "invalid"
+            channel.broken = ChannelBroken(kind, f"the test passes a value that cannot be sent ({exc})")
             raise channel.broken from None
         except ChannelBroken as exc:
             channel.broken = exc
             raise
         answer = channel.receive()
-        if answer[0] == "ok" and len(answer) == 4:
-            for old, new in zip(args, answer[2] or ()):
-                _sync(old, new)
-            for key, new in (answer[3] or {}).items():
-                if key in kwargs:
-                    _sync(kwargs[key], new)
+        channel.answered = True
+        if answer[0] == "ok" and len(answer) == 4 and _state_fits(answer[2], answer[3], args, kwargs):
+            try:
+                for old, new in zip(args, answer[2] or ()):
+                    _sync(old, new)
+                for key, new in (answer[3] or {}).items():
+                    if key in kwargs:
+                        _sync(kwargs[key], new)
+            except Exception:  # (a RecursionError, a state the test's objects cannot take): never the test's
+                channel.broken = ChannelBroken("error", "the program's answer does not fit the call's arguments")
+                raise channel.broken from None
             return answer[1]
         if answer[0] == "raise" and len(answer) == 3:
             _raise_from_candidate(answer[1], answer[2])
         if answer[0] == "bad" and len(answer) == 2:
-            channel.broken = ChannelBroken("error", f"the candidate returned {answer[1]}")
+            channel.broken = ChannelBroken("error", f"the candidate returned {_text(answer[1])}")
             raise channel.broken
         channel.broken = ChannelBroken("error", "the program's answer is not a message")
         raise channel.broken
@@ -298,11 +337,8 @@ def _failure(exc):
         return "wrong assertion failed"
     if isinstance(exc, MemoryError):
         return "memory MemoryError"
-    text = ""
-    try:  # noqa: SIM105 (contextlib costs an import in every judge)
-        text = str(exc)[:200]
-    except Exception:
-        pass
+    # Only a string argument is shown: str() of an exception holding a program's value could cost without bound.
+    text = _text(exc.args[0]) if len(exc.args) == 1 and type(exc.args[0]) is str else ""
     return f"error {type(exc).__name__}" + (f": {text}" if text else "")
 
 
@@ -310,7 +346,7 @@ def _ready(channel, spec):
     channel.send(("init", spec["mode"], spec["name"], spec.get("module", "solution"), spec.get("prelude", "")))
     hello = channel.receive()
     if hello[0] == "error" and len(hello) == 2:
-        raise ChannelBroken("error", f"the program raised {hello[1]}")
+        raise ChannelBroken("error", f"the program raised {_text(hello[1])}")
     if hello[0] != "ready" or len(hello) != 2:
         raise ChannelBroken("error", "the program's answer is not a message")
     if hello[1] is not True:
@@ -322,13 +358,14 @@ def judge_call(channel, spec):
     _ready(channel, spec)
     channel.send(("call", tuple(spec["args"]), {}))
     answer = channel.receive(json_like=True)
+    channel.answered = True
     if answer[0] == "ok" and len(answer) == 4:
         return "pass" if call_result_matches(answer[1], spec["expected"]) else "wrong wrong return value"
     if answer[0] == "raise" and len(answer) == 3:
         kind = "memory" if answer[1] == "MemoryError" else "error"
-        return f"{kind} the candidate raised {answer[1]}: {str(answer[2])[:200]}"
+        return f"{kind} the candidate raised {_text(answer[1])}: {_text(answer[2])}"
     if answer[0] == "bad" and len(answer) == 2:
-        return f"error the candidate returned {answer[1]}"
+        return f"error the candidate returned {_text(answer[1])}"
     return "error the program's answer is not a message"
 
 
@@ -345,29 +382,29 @@ def _test_namespace(spec):
     import builtins
 
     ns = {"__name__": "__check__", "__builtins__": builtins}
-    test = compile(spec["test"], "test.py", "exec")
+    try:
+        test = compile(spec["test"], "test.py", "exec")
+    except SyntaxError as exc:
+        raise ChannelBroken("invalid", f"the test code failed: SyntaxError: {exc}") from None
     try:
         context = compile(spec.get("context") or "", "prompt.py", "exec")
     except SyntaxError:  # a prompt that is not a module on its own: its import lines
         context = compile(spec.get("prelude") or "", "prelude.py", "exec")
     # The prompt runs only when the test may use a name it defines (HumanEval/32's `poly`): most only call
     # `candidate`, and a prompt's `from typing import List` alone would cost more than the rest of the judge.
-    if _names(test) & set(context.co_names):
-        exec(context, ns)
-    exec(test, ns)
+    try:
+        if _names(test) & set(context.co_names):
+            exec(context, ns)
+        exec(test, ns)
+    except BaseException as exc:
+        raise ChannelBroken("invalid", f"the test code failed: {type(exc).__name__}: {exc}") from None
     if not callable(ns.get("check")):
         raise ChannelBroken("invalid", "the test defines no check(candidate)")
     return ns
 
 
-def judge_check(channel, spec):
-    """The verdict on a HumanEval-style `check` run."""
-    try:
-        ns = _test_namespace(spec)
-    except ChannelBroken:
-        raise
-    except BaseException as exc:
-        raise ChannelBroken("invalid", f"the test code failed: {type(exc).__name__}: {exc}") from None
+def judge_check(channel, spec, ns):
+    """The verdict on a HumanEval-style `check` run, the test's namespace `ns` built ([`_test_namespace`])."""
     _ready(channel, spec)
     try:
         ns["check"](make_candidate(channel, spec["name"]))
@@ -380,6 +417,13 @@ def judge_check(channel, spec):
     return "pass"
 
 
+def _limit(name, value):
+    res = getattr(resource, name)
+    hard = resource.getrlimit(res)[1]
+    value = value if hard == resource.RLIM_INFINITY else min(value, hard)
+    resource.setrlimit(res, (value, hard))
+
+
 def main():
     """Read the spec, judge, write the verdict line (run by the executor, see the module docstring)."""
     here = os.path.dirname(os.path.abspath(__file__))
@@ -388,19 +432,41 @@ def main():
             sys.path.remove(entry)
     verdict_fd = os.dup(1)
     os.dup2(2, 1)  # what the test code prints goes to stderr, never into the verdict
+    # Stage 1: nothing of the program's is read here; a failure is the test's or the sandbox's (`invalid`).
     try:
         raw = sys.stdin.buffer.read()
         spec = wire.decode(raw)
+        # SIGXCPU (the soft limit) ends the process as the hard one would: a judge without a verdict
+        _limit("RLIMIT_CPU", spec["cpu_s"])
+        _limit("RLIMIT_AS", spec["memory_bytes"])
         os.chdir(spec["cwd"])
         start = time.monotonic()
         channel = Channel(spec["req_fd"], spec["resp_fd"], start + spec["budget"], spec["max_bytes"])
-        verdict = judge_call(channel, spec) if spec["mode"] == "call" else judge_check(channel, spec)
+        ns = _test_namespace(spec) if spec["mode"] == "check" else None
+    except ChannelBroken as exc:  # a test without `check`
+        _write(verdict_fd, _failure(exc), end=True)
+    except BaseException as exc:
+        _write(verdict_fd, f"invalid judge failure: {type(exc).__name__}: {exc}", end=True)
+    # Stage 2: from here on every failure is the program's (see the module docstring).
+    _write(verdict_fd, "judging")
+    reserve = bytearray(1 << 20)  # given back on a MemoryError, so that the verdict can still be written
+    try:
+        verdict = judge_call(channel, spec) if ns is None else judge_check(channel, spec, ns)
     except ChannelBroken as exc:
         verdict = _failure(exc)
-    except BaseException as exc:  # a bug here, or an unusable spec: not the program's fault
-        verdict = f"invalid judge failure: {type(exc).__name__}: {exc}"
-    os.write(verdict_fd, (verdict.replace("\n", " ")[:1000] + "\n").encode("utf-8", "replace"))
-    os._exit(0)
+    except MemoryError:
+        del reserve
+        verdict = "memory the judge ran out of memory on the program's answers"
+    except BaseException as exc:
+        verdict = f"error the judge could not use the program's answers ({type(exc).__name__})"
+    _write(verdict_fd, verdict, end=True)
+
+
+def _write(fd, line, end=False):
+    """One line on the verdict descriptor; with `end`, the verdict: the judge exits."""
+    os.write(fd, (line.replace("\n", " ")[:1000] + "\n").encode("utf-8", "replace"))
+    if end:
+        os._exit(0)
 
 
 if __name__ == "__main__":

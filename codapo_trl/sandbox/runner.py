@@ -20,7 +20,8 @@ the program the `exit`/`quit` built-ins an interpreter started without `site` la
 - `<channel>` is `-` (`script`): runs `solution.py` as `__main__`, and the interpreter ends as it would for
   `python solution.py` (exit handlers, non-daemon threads, flushing); the caller judges its standard output.
 - `<channel>` is `<read fd>,<write fd>` (`call`, `check`): reads the judge's `init` request (which function, the
-  module's name, the prompt's import lines), runs the program's module, answers `ready`, then answers each `call`
+  module's name, `solution`, so that an `if __name__ == "__main__":` block does not run, as in HumanEval's harness;
+  the prompt's import lines), runs the program's module, answers `ready`, then answers each `call`
   request with the candidate's result and the post-call state of its arguments, or the name of the exception it
   raised, in the wire format, until the judge closes the channel. Whatever the program does to this process (or
   to the channel) can only change what it answers, which the judge reads as plain data.
@@ -216,8 +217,7 @@ def _codapo_module(name):
     module = types.ModuleType(name)
     module.__file__ = "solution.py"
     module.__builtins__ = builtins
-    if name == "__main__":
-        sys.modules["__main__"] = module
+    sys.modules[name] = module  # what `dataclasses`, `pickle`, `typing` look up by a class's `__module__`
     with open("solution.py", "rb") as f:
         code = compile(f.read(), "solution.py", "exec")
     return module, code

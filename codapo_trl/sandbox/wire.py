@@ -12,9 +12,20 @@ written as a prefix-typed text (one letter per value, counts and lengths before 
 | `list`, `tuple`, `dict`, `set`, `frozenset` | `L`, `T`, `D`, `S`, `Z` + number of items + `:` + the items (a dict: key, value, key, value...) |
 
 The text is sent as UTF-8 (lone surrogates allowed) in frames of `<byte length>\\n<bytes>`. [`decode`] accepts only
-the canonical text of a value (no leading zeros, no spaces, nothing after the value), at most `MAX_DEPTH` levels of
-nesting, and builds built-in objects only: no class, function or code is ever named or looked up, so whatever
-bytes a program sends, the judge gets a plain value or a [`WireError`].
+the canonical text of a value (no leading zeros, no spaces, nothing after the value), and builds built-in objects
+only: no class, function or code is ever named or looked up, so whatever bytes a program sends, the judge gets a
+plain value or a [`WireError`]. Every value it accepts costs the judge a bounded time to build, format, hash and
+compare:
+
+- at most `MAX_DEPTH` levels of nesting;
+- an `int` of at most `MAX_INT_DIGITS` decimal digits (Python's own limit for `str(int)`, so that formatting any
+  received integer works, and what `json.loads` accepts for an expected value);
+- in a `set`, `frozenset` or `dict`, at most `MAX_EQUAL_HASHES` items (keys) that share one hash value: a set of
+  integers made to collide (`k * (2**61 - 1)` all hash to 0) costs quadratic time to build, and no honest value
+  has more than a couple of distinct items with one hash;
+- a string or a container is no longer than its frame, which the judge caps (`max_output_bytes`).
+
+[`encode`] refuses the same values, so the runner reports an honest program's out-of-bounds result as such.
 
 [`encode`] reads a value through the built-in types' own methods (`int.__format__`, `list.__iter__`,
 `dict.items`...), so a subclass (`Counter`, `defaultdict`, a `namedtuple`, or a class that lies in `__eq__`) is
@@ -25,6 +36,10 @@ imports it by path, and the trainer imports it as `codapo_trl.sandbox.wire`.
 """
 
 MAX_DEPTH = 100
+MAX_INT_DIGITS = 4300  # sys.get_int_max_str_digits()'s default
+MAX_EQUAL_HASHES = 8
+_INT_LIMIT = 10**MAX_INT_DIGITS  # the smallest int with more digits
+_MAX_HEX = len(format(_INT_LIMIT, "x"))  # hexadecimal digits of the largest allowed int, at most
 
 
 class WireError(ValueError):
@@ -33,7 +48,7 @@ class WireError(ValueError):
 
 def encode(value, max_chars=1 << 22):
     """The wire text of `value` as UTF-8 bytes; raises [`WireError`] for anything that is not plain data, nested
-    deeper than `MAX_DEPTH` or longer than `max_chars` characters."""
+    deeper than `MAX_DEPTH`, longer than `max_chars` characters, or an `int` of more than `MAX_INT_DIGITS` digits."""
     out = []
     _encode(value, out, 0, [0, max_chars])
     return "".join(out).encode("utf-8", "surrogatepass")
@@ -49,7 +64,10 @@ def _encode(v, out, depth, size):
     elif v is False:
         piece = "f"
     elif isinstance(v, int):
-        piece = "i" + int.__format__(v, "x") + ";"
+        digits = int.__format__(v, "x")
+        if len(digits.lstrip("-")) > _MAX_HEX or not -_INT_LIMIT < int(digits, 16) < _INT_LIMIT:
+            raise WireError(f"an int of more than {MAX_INT_DIGITS} digits")
+        piece = "i" + digits + ";"
     elif isinstance(v, float):
         piece = "r" + float.hex(v) + ";"
     elif isinstance(v, str):
@@ -143,9 +161,13 @@ def _decode(text, pos, depth, json_like):
     if tag == "i":
         end = text.index(";", pos)
         token = text[pos:end]
+        if len(token) > _MAX_HEX + 1:  # before converting it: no cost proportional to a program's length
+            raise WireError(f"an int of more than {MAX_INT_DIGITS} digits")
         value = int(token, 16)
         if not token.isascii() or int.__format__(value, "x") != token:
             raise WireError("non-canonical int")
+        if not -_INT_LIMIT < value < _INT_LIMIT:
+            raise WireError(f"an int of more than {MAX_INT_DIGITS} digits")
         return value, end + 1
     if tag == "r":
         end = text.index(";", pos)
@@ -165,12 +187,15 @@ def _decode(text, pos, depth, json_like):
     if n > len(text) - pos:  # every item takes at least one character
         raise WireError("count past the end")
     if tag == "D":
-        out = {}
+        keys, values = [], []
         for _ in range(n):
             key, pos = _decode(text, pos, depth + 1, json_like)
             value, pos = _decode(text, pos, depth + 1, json_like)
-            out[_json_key(key) if json_like else key] = value
-        return out, pos
+            keys.append(_json_key(key) if json_like else key)
+            values.append(value)
+        if not json_like:  # JSON keys are strings, whose hash is randomised per process
+            _check_hashes(keys)
+        return dict(zip(keys, values)), pos
     items = []
     for _ in range(n):
         item, pos = _decode(text, pos, depth + 1, json_like)
@@ -181,7 +206,17 @@ def _decode(text, pos, depth, json_like):
         return tuple(items), pos
     if json_like:
         raise WireError("a set has no JSON form")
+    _check_hashes(items)
     return (set(items) if tag == "S" else frozenset(items)), pos
+
+
+def _check_hashes(keys):
+    """Refuse keys of which more than `MAX_EQUAL_HASHES` share a hash value, before a set or dict is built of them
+    (a `TypeError` for an unhashable key becomes a [`WireError`] in [`decode`])."""
+    if len(keys) > MAX_EQUAL_HASHES:
+        hashes = sorted(map(hash, keys))  # each key hashed once, in time proportional to its size
+        if any(map(int.__eq__, hashes, hashes[MAX_EQUAL_HASHES:])):
+            raise WireError(f"more than {MAX_EQUAL_HASHES} keys share one hash value")
 
 
 def frame(payload):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import collections
 import json
 import math
+import resource
 import time
 
 import pytest
@@ -17,7 +18,7 @@ import pytest
 from codapo_trl.rewards.code import evaluate_code, parse_tests
 from codapo_trl.sandbox import Sandbox, SandboxConfig, Status
 from codapo_trl.sandbox.judge import _sync, call_result_matches, outputs_match, values_match
-from codapo_trl.sandbox.wire import MAX_DEPTH, WireError, decode, encode, frame
+from codapo_trl.sandbox.wire import MAX_DEPTH, MAX_EQUAL_HASHES, WireError, decode, encode, frame
 
 
 # ---------------------------------------------------------------------------------------------- the wire format
@@ -308,3 +309,274 @@ def test_prompt_round_trips_in_the_tests_column():
     tests = parse_tests(POLY)
     assert tests.prompt == POLY_PROMPT and tests.prelude == "import math"
     assert parse_tests(json.loads(tests.to_json())) == tests
+
+
+# ---------------------------------------------------------------------------------------------- a failure is never a skip
+# Issue 33: whatever the program sends, or fails to send, is the program's result (0), never a sandbox error (None,
+# which would drop the sample out of the group's correctness). Each program below writes its own frame on its answer
+# channel in place of one of the runner's messages (the judge reads it as that message), with a value the judge
+# must not format, hash or build at unbounded cost; or breaks the protocol; or exits before a verdict. Each is
+# bounded even if the defence fails (pytest timeout, 3 s per run), must score 0, and may cost the caller's own
+# process little CPU (the judge is a separate, limited process).
+
+P61 = 2**61 - 1  # k * P61 hashes to 0 for every int k
+FORGE = (
+    "import os\n"
+    "def _frame(text):\n"
+    "    data = text.encode('utf-8', 'surrogatepass')\n"
+    "    return str(len(data)).encode() + b'\\n' + data\n"
+    "def _send(text):\n"
+    "    frame = _frame(text)\n"
+    "    for fd in range(3, 64):\n"
+    "        try:\n"
+    "            os.write(fd, frame)\n"
+    "        except OSError:\n"
+    "            pass\n"
+    "    os._exit(0)\n"
+    f"P = {P61}\n"
+    "PAYLOADS = {\n"
+    "    'huge_int': lambda: 'i' + format(10 ** 5000, 'x') + ';',\n"
+    "    'colliding_set': lambda: 'S40000:' + ''.join('i%x;' % (k * P) for k in range(1, 40001)),\n"
+    "    'colliding_dict': lambda: 'D40000:' + ''.join('i%x;n' % (k * P) for k in range(1, 40001)),\n"
+    "    'colliding_tuples': lambda: 'Z40000:' + ''.join('T2:ni%x;' % (k * P) for k in range(1, 40001)),\n"
+    "    'deep': lambda: 'L1:' * 150 + 'n',\n"
+    "}\n"
+)
+# Where the forged value goes, as the text of the runner's message around it (`{}`); a forged result is a wrong one
+# (0), so that only the forged value is on trial.
+MESSAGE_KINDS = {
+    "ready": ("module", "T2:s5:ready{}"),
+    "init_error": ("module", "T2:s5:error{}"),
+    "ok_result": ("call", "T4:s2:ok{}nn"),
+    "ok_args_state": ("call", "T4:s2:oki0;L2:{}nn"),
+    "ok_kwargs_state": ("call", "T4:s2:oki0;nD1:s4:into{}"),
+    "raise_name": ("call", "T3:s5:raise{}s1:x"),
+    "raise_message": ("call", "T3:s5:raises10:ValueError{}"),
+    "bad": ("call", "T2:s3:bad{}"),
+}
+PAYLOAD_NAMES = ["huge_int", "colliding_set", "colliding_dict", "colliding_tuples", "deep"]
+# `push(x, into)` with a keyword argument, so that every message kind of a `check` run is read
+PUSH_CHECK = check_tests(
+    "def check(candidate):\n    acc = []\n    assert candidate(1, into=acc) == 1\n    assert acc == [1]\n", "push"
+)
+PUSH_CALL = {"format": "call", "fn_name": "push", "inputs": [[1, []]], "outputs": [1]}
+HONEST_PUSH = "def push(x, into):\n    into.append(x)\n    return x\n"
+
+
+def forged(kind: str, payload: str) -> str:
+    where, message = MESSAGE_KINDS[kind]
+    send = f"_send({message!r}.format(PAYLOADS[{payload!r}]()))"
+    if where == "module":
+        return FORGE + send + "\n" + HONEST_PUSH
+    return FORGE + f"def push(x, into):\n    {send}\n"
+
+
+@pytest.fixture(scope="module")
+def roomy_sandbox():
+    """Frames up to 4 MiB (the default), so that the colliding containers reach the decoder."""
+    with Sandbox(SandboxConfig(timeout=3.0, memory_mb=256), max_workers=1) as sb:
+        yield sb
+
+
+def _scored(source: str, tests: dict, sandbox: Sandbox) -> tuple:
+    """(evaluation, the caller's own CPU seconds, wall seconds) of one evaluation."""
+    before, start = _self_cpu(), time.monotonic()
+    evaluation = evaluate_code(source, tests, sandbox=sandbox)
+    return evaluation, _self_cpu() - before, time.monotonic() - start
+
+
+def _self_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def assert_failure_not_skip(evaluation, cpu: float, wall: float) -> None:
+    assert evaluation.reward == 0.0, evaluation.reason
+    assert all(o.status is not Status.SANDBOX_ERROR for o in evaluation.outcomes), evaluation.reason
+    # The caller's process reads pipes and a verdict line; the judge is its own process, killed by the deadline.
+    assert cpu < 0.5, (cpu, evaluation.reason)
+    assert wall < 3.0 + 3.0, (wall, evaluation.reason)
+
+
+FORGED_CASES = [(k, p, "check") for k in MESSAGE_KINDS for p in PAYLOAD_NAMES] + [
+    (k, p, "call") for k in MESSAGE_KINDS if k != "ok_kwargs_state" for p in ("huge_int", "colliding_dict", "deep")
+]
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("kind, payload, mode", FORGED_CASES, ids=["-".join(c) for c in FORGED_CASES])
+def test_forged_message_with_an_unbounded_value_is_the_programs_failure(kind, payload, mode, roomy_sandbox):
+    tests = PUSH_CHECK if mode == "check" else PUSH_CALL
+    assert_failure_not_skip(*_scored(forged(kind, payload), tests, roomy_sandbox))
+
+
+PROTOCOL_BREAKERS = {
+    # the issue's two attacks as a policy would write them: a 5,000-digit int, and a set of ints sharing one hash,
+    # each in the program's own `ok` frame
+    "issue_huge_int_answer": FORGE + "def push(x, into):\n    _send('T4:s2:ok' + PAYLOADS['huge_int']() + 'nn')\n",
+    "issue_colliding_set_answer": FORGE
+    + "def push(x, into):\n    _send('T4:s2:ok' + PAYLOADS['colliding_set']() + 'nn')\n",
+    # through the runner itself: the values are refused when encoded ("bad") or decoded
+    "returns_a_huge_int": "def push(x, into):\n    return 10 ** 5000\n",
+    "returns_colliding_ints": f"def push(x, into):\n    return {{k * {P61} for k in range(1, 3000)}}\n",
+    "returns_too_deep": "def push(x, into):\n    v = None\n    for _ in range(150):\n        v = [v]\n    return v\n",
+    "raises_with_a_huge_int": "def push(x, into):\n    raise ValueError(10 ** 5000)\n",
+    "mutates_the_argument_into_a_huge_int": "def push(x, into):\n    into.append(10 ** 5000)\n    return x\n",  # check
+    # protocol breakers
+    "garbage_bytes": "import os\nfor fd in range(3, 64):\n    try:\n        os.write(fd, os.urandom(4096))\n"
+    "    except OSError:\n        pass\nos._exit(0)\n",
+    "not_utf8": FORGE.replace("text.encode('utf-8', 'surrogatepass')", "b'\\xff' * 8") + "_send('')\n",
+    "non_canonical_text": FORGE + "_send('T2:s5:readyi01;')\n",
+    "not_a_message": FORGE + "_send('i3;')\n",
+    "half_a_frame_then_exit": "import os\nfor fd in range(3, 64):\n    try:\n        os.write(fd, b'100\\nT2:s5:re')\n"
+    "    except OSError:\n        pass\nos._exit(0)\n",
+    "header_only_then_exit": "import os\nfor fd in range(3, 64):\n    try:\n        os.write(fd, b'4000000\\n')\n"
+    "    except OSError:\n        pass\nos._exit(0)\n",
+    "exits_in_the_call": "import os\ndef push(x, into):\n    os._exit(0)\n",
+    "exits_before_ready": "import os\nos._exit(0)\n",
+    # a right result with a state that does not fit the call (a `call` run ignores the state, and is paid)
+    "malformed_state_caught_by_the_test": FORGE + "def push(x, into):\n    _send('T4:s2:oki1;i7;n')\n",
+    "state_for_another_argument": FORGE + "def push(x, into):\n    _send('T4:s2:oki1;nD1:s5:otheri1;')\n",
+    "realtime_signal_to_itself": "import os\ndef push(x, into):\n    os.kill(os.getpid(), 40)\n",
+}
+# A test that swallows every `Exception` the candidate's answer could cause: only a verdict the program cannot
+# reach (a broken channel is not an `Exception`) keeps a malformed answer from passing.
+LENIENT_CHECK = check_tests(
+    "def check(candidate):\n    acc = []\n    try:\n        assert candidate(1, into=acc) == 1\n    except Exception:\n"
+    "        pass\n    assert acc == [1] or acc == []\n",
+    "push",
+)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("case", sorted(PROTOCOL_BREAKERS))
+def test_data_that_breaks_the_protocol_is_the_programs_failure(case, roomy_sandbox):
+    source = PROTOCOL_BREAKERS[case]
+    state_only = case.startswith(("malformed", "state_for", "mutates"))  # the state a `call` run does not use
+    for tests in (PUSH_CHECK,) if state_only else (PUSH_CHECK, PUSH_CALL):
+        assert_failure_not_skip(*_scored(source, tests, roomy_sandbox))
+    if state_only:
+        assert_failure_not_skip(*_scored(source, LENIENT_CHECK, roomy_sandbox))
+
+
+# The honest counterparts: values near every bound, and programs that end the way HumanEval's own solutions do.
+BIG = 10**4000
+HONEST_BOUNDS = {
+    "int_of_4000_digits": (
+        "def big(n):\n    return 10 ** n\n",
+        check_tests("def check(candidate):\n    assert candidate(4000) == 10 ** 4000\n", "big"),
+        {"format": "call", "fn_name": "big", "inputs": [[4000]], "outputs": [BIG]},
+    ),
+    "a_few_colliding_keys": (
+        f"def keys(n):\n    return {{k * {P61} for k in range(n)}} | {{-1, -2}}\n",
+        check_tests(
+            f"def check(candidate):\n    assert candidate(6) == {{k * {P61} for k in range(6)}} | {{-1, -2}}\n", "keys"
+        ),
+        None,
+    ),
+    "a_dict_with_a_few_colliding_keys": (
+        f"def table(n):\n    return {{k * {P61}: k for k in range(n)}}\n",
+        check_tests(f"def check(candidate):\n    assert candidate(8)[7 * {P61}] == 7\n", "table"),
+        None,
+    ),
+    "twenty_thousand_distinct_items": (
+        "def many(n):\n    return set(range(n)), {i: str(i) for i in range(n)}\n",
+        check_tests(
+            "def check(candidate):\n    s, d = candidate(20000)\n    assert s == set(range(20000)) and d[19999] == '19999'\n",
+            "many",
+        ),
+        None,
+    ),
+    "nested_90_deep": (
+        "def nest(n):\n    v = []\n    for _ in range(n):\n        v = [v]\n    return v\n",
+        check_tests(
+            "def check(candidate):\n    v = candidate(90)\n    for _ in range(90):\n        v = v[0]\n    assert v == []\n",
+            "nest",
+        ),
+        None,
+    ),
+    "raises_with_a_long_message": (
+        "def root(x):\n    raise ValueError('negative ' * 10000)\n",
+        check_tests(
+            "def check(candidate):\n    try:\n        candidate(-1)\n    except ValueError as e:\n"
+            "        assert str(e).startswith('negative')\n    else:\n        raise AssertionError\n",
+            "root",
+        ),
+        None,
+    ),
+    # issue 33, part 2: HumanEval's harness exec's the program, so its main block never runs there
+    "doctest_main_block": (
+        'def add(a, b):\n    """\n    >>> add(1, 2)\n    3\n    """\n    return a + b\n\n\n'
+        'if __name__ == "__main__":\n    import doctest\n    doctest.testmod()\n',
+        ADD_CHECK,
+        ADD_CALL,
+    ),
+    "input_main_block": (
+        'def add(a, b):\n    return a + b\n\n\nif __name__ == "__main__":\n    a, b = map(int, input().split())\n'
+        "    print(add(a, b))\n",
+        ADD_CHECK,
+        ADD_CALL,
+    ),
+}
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("case", sorted(HONEST_BOUNDS))
+def test_honest_values_near_the_bounds_are_paid(case, roomy_sandbox):
+    source, check, call = HONEST_BOUNDS[case]
+    for tests in (check, call):
+        if tests is not None:
+            evaluation = evaluate_code(source, tests, sandbox=roomy_sandbox)
+            assert evaluation.reward == 1.0, (tests.get("format", "check"), evaluation.reason)
+
+
+def test_stdio_programs_still_run_as_main(roomy_sandbox):
+    source = HONEST_BOUNDS["input_main_block"][0]
+    tests = {"format": "stdio", "inputs": ["1 2\n"], "outputs": ["3\n"]}
+    assert evaluate_code(source, tests, sandbox=roomy_sandbox).reward == 1.0
+    assert (
+        evaluate_code("print(__name__)", {"inputs": [""], "outputs": ["__main__"]}, sandbox=roomy_sandbox).reward
+        == 1.0
+    )
+    check = check_tests("def check(candidate):\n    assert candidate() == 'solution'\n", "name")
+    assert evaluate_code("def name():\n    return __name__\n", check, sandbox=roomy_sandbox).reward == 1.0
+
+
+def test_a_judge_that_cannot_start_is_the_sandboxs_fault(roomy_sandbox, monkeypatch):
+    """`None` stays for what is nobody's answer: here the judge's interpreter cannot find the judge."""
+    from codapo_trl.sandbox import executor
+
+    monkeypatch.setattr(executor, "_JUDGE_ARGS", ("-E", "-s", "-S", "-m", "no_such_judge_module"))
+    evaluation = evaluate_code(HONEST_PUSH, PUSH_CHECK, sandbox=roomy_sandbox)
+    assert evaluation.reward is None and "sandbox error" in evaluation.reason, evaluation.reason
+
+
+def test_wire_bounds_on_ints_and_hashes():
+    assert decode(encode(BIG)) == BIG and decode(encode(-BIG)) == -BIG
+    for value in (10**4300, -(10**4300), 10**5000):
+        with pytest.raises(WireError, match="digits"):
+            encode(value)
+        text = b"i" + format(value, "x").encode() + b";"
+        with pytest.raises(WireError, match="digits"):
+            decode(text)
+    with pytest.raises(WireError, match="digits"):
+        decode(b"i" + b"f" * 10**6 + b";")  # refused before it is converted
+    colliding = [k * P61 for k in range(1, 40)]
+    few = colliding[:MAX_EQUAL_HASHES]
+    assert decode(encode(set(few))) == set(few) and decode(encode(dict.fromkeys(few))) == dict.fromkeys(few)
+    for value in (set(colliding), frozenset(colliding), dict.fromkeys(colliding), {(x,) for x in colliding}):
+        start = time.process_time()
+        with pytest.raises(WireError, match="hash"):
+            decode(encode(value))
+        assert time.process_time() - start < 0.5
+    # dict keys in a call's JSON form are strings (randomised hashes): decoded, not refused
+    assert len(decode(encode(dict.fromkeys(colliding)), json_like=True)) == len(colliding)
+    assert decode(encode(set(range(10000)))) == set(range(10000))  # many keys, distinct hashes
+
+
+def test_reasons_never_format_a_programs_value():
+    from codapo_trl.sandbox.judge import _failure, _text
+
+    assert _text("x" * 1000) == "x" * 200 and _text(BIG) == "<int>" and _text([1] * 10**6) == "<list>"
+    assert _failure(ValueError(10**5000)) == "error ValueError"
+    assert _failure(KeyError("k")) == "error KeyError: k"
