@@ -290,8 +290,12 @@ def child(cfg):
         check(libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "pdeathsig")
     STAGE[0] = "workdir"
     work = cfg["workdir"]
+    try:  # bytes a source was decoded from (a coding declaration may make them valid) come back as they were
+        source = CFG["source"].encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:  # a lone surrogate: the program's own SyntaxError, never a set-up failure
+        source = CFG["source"].encode("utf-8", "surrogatepass")
     with open(os.path.join(work, "solution.py"), "wb") as f:
-        f.write(CFG["source"].encode("utf-8", "surrogateescape"))
+        f.write(source)
     # The runner (run by this path) and the wire format it speaks to the judge: the only files of the checkout that
     # the program's process needs, copied so that the checkout itself stays hidden (mountns, Landlock); the runner
     # deletes the copies before the program starts.

@@ -438,6 +438,8 @@ PROTOCOL_BREAKERS = {
     "malformed_state_caught_by_the_test": FORGE + "def push(x, into):\n    _send('T4:s2:oki1;i7;n')\n",
     "state_for_another_argument": FORGE + "def push(x, into):\n    _send('T4:s2:oki1;nD1:s5:otheri1;')\n",
     "realtime_signal_to_itself": "import os\ndef push(x, into):\n    os.kill(os.getpid(), 40)\n",
+    # a lone surrogate in the source (was a set-up failure writing solution.py: None)
+    "lone_surrogate_in_the_source": "def push(x, into):\n    return '\ud800'\n",
 }
 # A test that swallows every `Exception` the candidate's answer could cause: only a verdict the program cannot
 # reach (a broken channel is not an `Exception`) keeps a malformed answer from passing.

@@ -16,6 +16,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import resource
 import secrets
 import signal
 import socket
@@ -197,6 +198,10 @@ HOSTILE_REWARD = {
         "def add(a, b):\n    return Int(0)\n",
         CHECK_TESTS,
     ),
+    "check_realtime_signal_self": (  # a signal without a name in `signal.Signals` (was a sandbox error: None)
+        "import os\ndef add(a, b):\n    os.kill(os.getpid(), 40)\n    return a + b\n",
+        CHECK_TESTS,
+    ),
     "check_patch_builtins": (
         "import builtins\ndef add(a, b):\n    builtins.abs = lambda x: 0\n    return 3 if (a, b) == (1, 2) else 10\n",
         CHECK_TESTS,
@@ -234,6 +239,7 @@ HOSTILE_REWARD = {
     ),
     "call_os_exit_in_function": ("import os\ndef add(a, b):\n    os._exit(0)\n", CALL_TESTS),
     "call_systemexit_in_function": ("def add(a, b):\n    raise SystemExit(0)\n", CALL_TESTS),
+    "call_realtime_signal_self": ("import os\ndef add(a, b):\n    os.kill(os.getpid(), 40)\n", CALL_TESTS),
     "call_always_equal": (
         "class Any:\n    def __eq__(self, other):\n        return True\ndef add(a, b):\n    return Any()\n",
         CALL_TESTS,
@@ -255,6 +261,11 @@ HOSTILE_REWARD = {
         "raise Stop()\n",
         STDIO_TESTS,
     ),
+    "stdio_right_then_realtime_signal": (
+        "import os\na, b = map(int, input().split())\nprint(a + b, flush=True)\nos.kill(os.getpid(), 40)\n",
+        STDIO_TESTS,
+    ),
+    "stdio_lone_surrogate_in_the_source": ("print(3)\nx = '\ud800'\n", STDIO_TESTS),  # was a set-up failure: None
     "stdio_right_then_exit_code_1": (
         "import sys\na, b = map(int, input().split())\nprint(a + b, flush=True)\nsys.exit(1)\n",
         STDIO_TESTS,
@@ -267,6 +278,15 @@ HONEST_REWARD = {
     "check_correct": ("def add(a, b):\n    return a + b\n", CHECK_TESTS),
     "check_correct_with_main_guard": (
         "def add(a, b):\n    return a + b\nif __name__ == '__main__':\n    pass\n",
+        CHECK_TESTS,
+    ),
+    # HumanEval's harness exec's the program: its main block does not run (issue 33)
+    "check_correct_with_doctest_main": (
+        "def add(a, b):\n    return a + b\nif __name__ == '__main__':\n    import doctest\n    doctest.testmod()\n",
+        CHECK_TESTS,
+    ),
+    "check_correct_with_input_main": (
+        "def add(a, b):\n    return a + b\nif __name__ == '__main__':\n    print(add(*map(int, input().split())))\n",
         CHECK_TESTS,
     ),
     "check_correct_counter": ("import collections\ndef count(s):\n    return collections.Counter(s)\n", COUNT_TESTS),
@@ -318,8 +338,12 @@ def test_hostile_program_is_not_paid(config, case):
     source, tests = HOSTILE_REWARD[case]
     reward = make_code_execution_reward(sandbox=_sandbox(config), log_reasons=False)
     reasons = []
+    before = resource.getrusage(resource.RUSAGE_SELF)
     value = reward([block(source)], [tests], log_extra=lambda name, values: reasons.extend(values))
-    assert value == [0.0], (case, config, value)
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    assert value == [0.0], (case, config, value, reasons)  # 0.0: a failure, never a skip (None)
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    assert cpu < 0.5, (case, config, cpu)  # the caller's own process: pipes and a verdict line
 
 
 @pytest.mark.parametrize("config", CONFIGS)
