@@ -18,7 +18,7 @@ import pytest
 from codapo_trl.rewards.code import evaluate_code, parse_tests
 from codapo_trl.sandbox import Sandbox, SandboxConfig, Status
 from codapo_trl.sandbox.judge import _sync, call_result_matches, outputs_match, values_match
-from codapo_trl.sandbox.wire import MAX_DEPTH, MAX_EQUAL_HASHES, WireError, decode, encode, frame
+from codapo_trl.sandbox.wire import MAX_DEPTH, MAX_EQUAL_HASHES, MAX_INT_HEX_DIGITS, WireError, decode, encode, frame
 
 
 # ---------------------------------------------------------------------------------------------- the wire format
@@ -335,7 +335,8 @@ FORGE = (
     "    os._exit(0)\n"
     f"P = {P61}\n"
     "PAYLOADS = {\n"
-    "    'huge_int': lambda: 'i' + format(10 ** 5000, 'x') + ';',\n"
+    "    'huge_int': lambda: 'i' + format(10 ** 5000, 'x') + ';',\n"  # within the bound: never formatted
+    "    'too_big_int': lambda: 'i' + 'f' * 70000 + ';',\n"  # past the bound: refused before it is converted
     "    'colliding_set': lambda: 'S40000:' + ''.join('i%x;' % (k * P) for k in range(1, 40001)),\n"
     "    'colliding_dict': lambda: 'D40000:' + ''.join('i%x;n' % (k * P) for k in range(1, 40001)),\n"
     "    'colliding_tuples': lambda: 'Z40000:' + ''.join('T2:ni%x;' % (k * P) for k in range(1, 40001)),\n"
@@ -354,7 +355,7 @@ MESSAGE_KINDS = {
     "raise_message": ("call", "T3:s5:raises10:ValueError{}"),
     "bad": ("call", "T2:s3:bad{}"),
 }
-PAYLOAD_NAMES = ["huge_int", "colliding_set", "colliding_dict", "colliding_tuples", "deep"]
+PAYLOAD_NAMES = ["huge_int", "too_big_int", "colliding_set", "colliding_dict", "colliding_tuples", "deep"]
 # `push(x, into)` with a keyword argument, so that every message kind of a `check` run is read
 PUSH_CHECK = check_tests(
     "def check(candidate):\n    acc = []\n    assert candidate(1, into=acc) == 1\n    assert acc == [1]\n", "push"
@@ -399,7 +400,10 @@ def assert_failure_not_skip(evaluation, cpu: float, wall: float) -> None:
 
 
 FORGED_CASES = [(k, p, "check") for k in MESSAGE_KINDS for p in PAYLOAD_NAMES] + [
-    (k, p, "call") for k in MESSAGE_KINDS if k != "ok_kwargs_state" for p in ("huge_int", "colliding_dict", "deep")
+    (k, p, "call")
+    for k in MESSAGE_KINDS
+    if k != "ok_kwargs_state"
+    for p in ("huge_int", "too_big_int", "colliding_dict", "deep")
 ]
 
 
@@ -418,10 +422,11 @@ PROTOCOL_BREAKERS = {
     + "def push(x, into):\n    _send('T4:s2:ok' + PAYLOADS['colliding_set']() + 'nn')\n",
     # through the runner itself: the values are refused when encoded ("bad") or decoded
     "returns_a_huge_int": "def push(x, into):\n    return 10 ** 5000\n",
+    "returns_a_too_big_int": "def push(x, into):\n    return 10 ** 100000\n",
     "returns_colliding_ints": f"def push(x, into):\n    return {{k * {P61} for k in range(1, 3000)}}\n",
     "returns_too_deep": "def push(x, into):\n    v = None\n    for _ in range(150):\n        v = [v]\n    return v\n",
     "raises_with_a_huge_int": "def push(x, into):\n    raise ValueError(10 ** 5000)\n",
-    "mutates_the_argument_into_a_huge_int": "def push(x, into):\n    into.append(10 ** 5000)\n    return x\n",  # check
+    "mutates_the_argument_into_a_too_big_int": "def push(x, into):\n    into.append(10 ** 100000)\n    return x\n",
     # protocol breakers
     "garbage_bytes": "import os\nfor fd in range(3, 64):\n    try:\n        os.write(fd, os.urandom(4096))\n"
     "    except OSError:\n        pass\nos._exit(0)\n",
@@ -464,10 +469,20 @@ def test_data_that_breaks_the_protocol_is_the_programs_failure(case, roomy_sandb
 # The honest counterparts: values near every bound, and programs that end the way HumanEval's own solutions do.
 BIG = 10**4000
 HONEST_BOUNDS = {
-    "int_of_4000_digits": (
+    # what every forged message above replaces, and the lenient test
+    "push": (HONEST_PUSH, PUSH_CHECK, PUSH_CALL),
+    "push_through_a_lenient_test": (HONEST_PUSH, LENIENT_CHECK, None),
+    "int_of_4000_digits": (  # the most a JSON expected value holds
         "def big(n):\n    return 10 ** n\n",
         check_tests("def check(candidate):\n    assert candidate(4000) == 10 ** 4000\n", "big"),
         {"format": "call", "fn_name": "big", "inputs": [[4000]], "outputs": [BIG]},
+    ),
+    "factorial_of_4750_digits": (  # past str()'s limit: a HumanEval-style test computes it, and HumanEval pays it
+        "def fact(n):\n    r = 1\n    for i in range(2, n + 1):\n        r *= i\n    return r\n",
+        check_tests(
+            "import math\n\ndef check(candidate):\n    assert candidate(1700) == math.factorial(1700)\n", "fact"
+        ),
+        None,
     ),
     "a_few_colliding_keys": (
         f"def keys(n):\n    return {{k * {P61} for k in range(n)}} | {{-1, -2}}\n",
@@ -554,15 +569,19 @@ def test_a_judge_that_cannot_start_is_the_sandboxs_fault(roomy_sandbox, monkeypa
 
 
 def test_wire_bounds_on_ints_and_hashes():
-    assert decode(encode(BIG)) == BIG and decode(encode(-BIG)) == -BIG
-    for value in (10**4300, -(10**4300), 10**5000):
+    largest = 16**MAX_INT_HEX_DIGITS - 1
+    for value in (BIG, -BIG, 10**5000, largest, -largest):
+        assert decode(encode(value)) == value
+    for value in (largest + 1, -largest - 1, 10**100000):
         with pytest.raises(WireError, match="digits"):
             encode(value)
         text = b"i" + format(value, "x").encode() + b";"
         with pytest.raises(WireError, match="digits"):
             decode(text)
+    start = time.process_time()
     with pytest.raises(WireError, match="digits"):
-        decode(b"i" + b"f" * 10**6 + b";")  # refused before it is converted
+        decode(b"i" + b"f" * 10**7 + b";")  # refused before it is converted
+    assert time.process_time() - start < 0.5
     colliding = [k * P61 for k in range(1, 40)]
     few = colliding[:MAX_EQUAL_HASHES]
     assert decode(encode(set(few))) == set(few) and decode(encode(dict.fromkeys(few))) == dict.fromkeys(few)
