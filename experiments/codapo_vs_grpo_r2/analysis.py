@@ -25,7 +25,8 @@ What it computes, on the per-seed differences of a run endpoint (seed = unit; `s
   interval;
 - **secondaries** (tests and the label the rule would give, no verdict of their own): level-7 greedy over the read-
   outs 8 and 16 (the rare window); level-7 pass@8 and avg@8 after updates 16 and 32 (and their mean); the other of the
-  two primary candidates;
+  two primary candidates; and, when the look stopped the campaign early and the uniform control
+  (`codapo_uniform`) ran on the same seeds, CoDaPO - uniform control and uniform control - GRPO, descriptively;
 - **regime**: level-7 discovery (fresh groups with a success) per arm over updates 1-16 and 17-32, and GRPO's over
   the 8 updates before each read-out, with the read-outs where it exceeds 30 % labelled outside the rare regime;
 - **mechanism**: S picks by level and by their B group's outcome, level 7's share of S picks and of all rollouts,
@@ -350,6 +351,11 @@ def analyse(runs: Mapping, warm: Mapping, final_seeds: int, primary: str) -> dic
         }
         for name in (*SECONDARIES, other)
     }
+    if all(("codapo_uniform", s) in runs for s in seeds):  # run only if the look stopped the campaign early
+        out["uniform_control"] = {
+            pair: contrast(runs, *pair.split(" - "), seeds, primary_endpoint, level)
+            for pair in ("codapo - codapo_uniform", "codapo_uniform - grpo")
+        }
     out["per_arm"] = per_arm_table(runs, warm, seeds)
     logs = {arm: [runs[arm, s]["questions"] for s in seeds] for arm in ARMS}
     out["regime"] = {
@@ -438,6 +444,9 @@ def to_markdown(result: Mapping) -> str:
     for name, pairs in result["secondaries"].items():
         for pair, c in pairs.items():
             lines.append(f"| {ENDPOINTS[name].description} | {pair} | {fmt_contrast(c)} |")
+    for pair, c in result.get("uniform_control", {}).items():
+        lines.append(f"| uniform control (descriptive) | {pair} | {c['mean']:+.2f} [{c['t95'][0]:+.2f}, "
+                     f"{c['t95'][1]:+.2f}] |")  # fmt: skip
     lines += ["", "## Held-out points per arm (mean over seeds)", ""]
     for row in result["per_arm"]:
         cells = ", ".join(f"{k} {v:.2f}" for k, v in row.items() if k not in ("arm", "read_out"))
@@ -488,7 +497,6 @@ def main(argv: list[str] | None = None) -> dict:
     options = parser.parse_args(argv)
     primary = json.loads(options.pilot_rules.read_text())["primary"]
     warm, runs = load_runs(options.results_dir / "runs")
-    runs = {key: value for key, value in runs.items() if key[0] in ARMS}
     result = analyse(runs, warm, options.final_seeds, primary)
     result["primary_values"] = {
         arm: arm_values(runs, arm, result["seeds"], ENDPOINTS[primary]) for arm in ARMS

@@ -250,8 +250,14 @@ def test_analysis_final_labels_and_the_fixed_sequence(tmp_path, round_1_modules)
     assert out["nominal_level"] == pytest.approx(analysis.stats.group_sequential_levels(10 / 12).final_level)
     assert out["primary"]["label"] == "gain smaller than 5 points" and out["attribution"]["label"] != "inconclusive"
     null = [-1.0, 1.0, -0.5, 0.5, 0.0, 1.0, -1.0, 0.2, -0.2, 0.3]
-    warm, runs = analysis.load_runs(_fake_campaign(tmp_path / "null", null, [0.0] * 10) / "runs")
+    null_runs = _fake_campaign(tmp_path / "null", null, [0.0] * 10) / "runs"
+    for seed in range(10):  # the uniform control, as if an early stop had freed its budget: GRPO's read-outs
+        shutil.copytree(null_runs / f"grpo-seed{seed}", null_runs / f"codapo_uniform-seed{seed}")
+    warm, runs = analysis.load_runs(null_runs)
     out = analysis.analyse(runs, warm, 10, "greedy")  # a cap of 10: no interim look, the final at 0.025
+    uniform = out["uniform_control"]
+    assert uniform["codapo - codapo_uniform"]["differences"] == pytest.approx(null)
+    assert uniform["codapo_uniform - grpo"]["mean"] == 0.0
     assert out["stage"] == "final" and out["nominal_level"] == 0.025
     assert out["primary"]["label"] == "no gain of 5 points or more"
     assert out["attribution"] == {"tested": False, "why": "the primary is not labelled a gain (fixed sequence)"}
