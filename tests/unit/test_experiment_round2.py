@@ -368,3 +368,38 @@ def test_cost_rule_reads_wall_times_only(tmp_path, round_1_modules):
     summary.write_text(json.dumps(resumed))
     with pytest.raises(ValueError, match="no wall seconds"):
         cost.run_seconds(summary.parents[2])
+
+
+REGISTERED_SCRIPTS = {
+    "experiments/codapo_vs_grpo_r2/analysis.py",
+    "experiments/codapo_vs_grpo_r2/pilot_rules.py",
+    "experiments/codapo_vs_grpo_r2/cost_rule.py",
+    "experiments/codapo_vs_grpo_r2/discovery.py",
+    "experiments/codapo_vs_grpo_r2/recipe.yaml",
+    "experiments/codapo_vs_grpo/stats.py",
+    "experiments/codapo_vs_grpo/report.py",
+    "experiments/codapo_vs_grpo/run.py",
+    "experiments/compare.py",
+}
+
+
+def registered_hashes(text: str) -> dict[str, str]:
+    """The `| `PATH` | `SHA256` |` rows between amendment 2's registered-hashes markers."""
+    import re
+
+    block = text.split("<!-- registered-hashes: begin -->")[1].split("<!-- registered-hashes: end -->")[0]
+    return dict(re.findall(r"^\| `([^`]+)` \| `([0-9a-f]{64})` \|$", block, flags=re.MULTILINE))
+
+
+def test_registered_scripts_match_their_hashes():
+    """Amendment 2 records the SHA-256 of every script that runs, reads out and analyses round 2; a changed script
+    fails here until a dated amendment records its new hash (the analysis cannot drift silently)."""
+    import hashlib
+
+    root = ROUND_2.parents[1]
+    recorded = registered_hashes((ROUND_2 / "PREREGISTRATION.md").read_text())
+    assert set(recorded) == REGISTERED_SCRIPTS
+    changed = [
+        path for path, digest in recorded.items() if hashlib.sha256((root / path).read_bytes()).hexdigest() != digest
+    ]
+    assert not changed, f"{changed} changed since amendment 2 registered them: record the change in a dated amendment"
