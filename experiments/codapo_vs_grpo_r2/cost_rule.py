@@ -7,8 +7,9 @@ times alone, committed before any result of seed 1 is opened.
 
 cap = min(14, seeds done + floor((40 h - hours spent) / hours per seed)), where hours per seed is seed 0's three runs
 (training and read-outs, wall seconds as `run.py` recorded them), seeds done is 1 (seed 0), and hours spent counts
-seed 0, every run folder under `--spent` (the pilots; training and read-outs, the warm start's read-out included) and
-`--extra-hours` (work with no run folder, e.g. the stopped level-6 pilot; say what it is in the commit).
+seed 0, the campaign's own warm-start read-outs (`warm_start/` beside seed 0's runs), every run folder under
+`--spent` (the pilots; training and read-outs, their warm-start read-outs included) and `--extra-hours` (work with no
+run folder, e.g. the stopped level-6 pilot; say what it is in the commit).
 
 Only the wall seconds are read: `train_seconds.json` and the `seconds` field of each read-out's `summary.json`
 (nothing else of a summary is looked at or printed). A read-out that was finished by a later sitting has no
@@ -79,7 +80,8 @@ def main(argv: list[str] | None = None) -> dict:
         parser.error(f"seed 0 has not finished {missing}")
     seed_0 = {arm: run_seconds(options.seed_0 / f"{arm}-seed0") for arm in SEED_0_ARMS}
     per_seed = sum(seed_0.values()) / 3600
-    spent = per_seed + spent_seconds(options.spent) / 3600 + options.extra_hours
+    warm = run_seconds(options.seed_0 / "warm_start") if (options.seed_0 / "warm_start").is_dir() else 0.0
+    spent = per_seed + (warm + spent_seconds(options.spent)) / 3600 + options.extra_hours
     outcome = {
         "seed_0_seconds": seed_0,
         "hours_per_seed": per_seed,
