@@ -16,7 +16,7 @@ finished is only evaluated, a run whose training did not finish is restarted fro
 "Seeds"). The warm start is evaluated once, the same way.
 
 The same driver runs round 2 (`experiments/codapo_vs_grpo_r2/PREREGISTRATION.md`) through its options: another
-recipe, results and work directories, held-out questions (`--eval-questions 4=180 5=200 6=200`), arms (the
+recipe, results and work directories, held-out questions (`--eval-questions 4=180 5=200 7=200`), arms (the
 loss-only arm `grpo_token_loss`) and, for the pilot, `--updates 16 --train-only` (training and its logs, no
 read-outs). Round 1's defaults are unchanged.
 

@@ -47,7 +47,16 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import stats  # round 1's modules, by name (PYTHONPATH=experiments/codapo_vs_grpo)
-from report import budget_at, clip_fraction_on_s, compare, discovery_rate, load_runs, s_pick_outcomes, s_picks_by_level
+from report import (
+    budget_at,
+    clip_fraction_on_s,
+    compare,
+    discovery_rate,
+    load_runs,
+    pooled,
+    s_pick_outcomes,
+    s_picks_by_level,
+)
 
 
 HERE = Path(__file__).resolve().parent
@@ -219,8 +228,7 @@ def contrast(runs: Mapping, treatment: str, control: str, seeds: Sequence[int], 
 
 def discovery_between(logs: Sequence[Sequence[dict]], first: int, last: int, level: int = HARD_LEVEL) -> list[int]:
     """[discovered, groups] of `level`'s fresh groups over updates `first`..`last`, pooled over `logs`."""
-    counts = [discovery_rate([r for r in rows if first <= r["step"] <= last], level) for rows in logs]
-    return [sum(c[0] for c in counts), sum(c[1] for c in counts)]
+    return list(pooled([{"questions": rows} for rows in logs], discovery_rate, level, first, last))
 
 
 def regime_labels(logs: Sequence[Sequence[dict]], steps: Sequence[int], window: int = REGIME_WINDOW) -> list[dict]:
