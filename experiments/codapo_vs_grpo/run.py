@@ -329,7 +329,7 @@ def parse_pin(text: str) -> dict[str, str]:
     """A pin file's hashes by relative path (`format_pin`'s inverse; `#` lines are comments).
 
     Example:
-        >>> parse_pin("# v4\n" + "ab" * 32 + "  model.safetensors\n")["model.safetensors"][:4]
+        >>> parse_pin("# v4\\n" + "ab" * 32 + "  model.safetensors\\n")["model.safetensors"][:4]
         'abab'
     """
     hashes = {}

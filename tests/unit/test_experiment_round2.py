@@ -403,3 +403,13 @@ def test_registered_scripts_match_their_hashes():
         path for path, digest in recorded.items() if hashlib.sha256((root / path).read_bytes()).hexdigest() != digest
     ]
     assert not changed, f"{changed} changed since amendment 2 registered them: record the change in a dated amendment"
+
+
+def test_round_2_doctests(round_1_modules):
+    import doctest
+
+    for name in ("analysis", "pilot_rules", "cost_rule"):
+        result = doctest.testmod(_load(name))
+        assert result.attempted >= 2 and result.failed == 0, name
+    result = doctest.testmod(sys.modules["run"])  # the read-out schedule and the pin file's format
+    assert result.attempted >= 3 and result.failed == 0
