@@ -15,8 +15,11 @@ every run, the settings, the versions and the CoDaPO/GRPO ratio of mean seconds 
     python benchmarks/gpu_step.py --device cuda --gguf --output benchmarks/results/gpu_step_h100_smollm2.json
     python benchmarks/gpu_step.py --device cpu --model tiny --output benchmarks/results/gpu_step_cpu_tiny.json
 
-`--model tiny` is a small random Qwen2 (for the CPU tier check); `--gguf` runs the embedded SmolLM2-135M-Instruct
-(converted from its GGUF on first use, `codapo_trl.models`).
+`--model tiny` is a small random Qwen2 (for the CPU tier check); `--model smollm2` a randomly initialised model of the
+embedded SmolLM2-135M-Instruct's shape (what a GPU machine can be sent without the 94 MB GGUF: completions are forced
+to a fixed length, so the weights do not change the work); `--gguf` runs the embedded SmolLM2-135M-Instruct itself
+(converted from its GGUF on first use, `codapo_trl.models`). The JSON at `--output` is rewritten after every run, so a
+run stopped at a time limit keeps the runs that finished.
 """
 
 from __future__ import annotations
@@ -57,25 +60,52 @@ PAPER_SHAPE = dict(
     attention_dropout=0.0,
 )
 
+# SmolLM2-135M-Instruct's architecture (the config.json `codapo_trl.models` writes when it converts the embedded GGUF).
+SMOLLM2_SHAPE = dict(
+    hidden_size=576,
+    intermediate_size=1536,
+    num_hidden_layers=30,
+    num_attention_heads=9,
+    num_key_value_heads=3,
+    head_dim=64,
+    vocab_size=49152,
+    max_position_embeddings=8192,
+    rope_theta=100000.0,
+    rms_norm_eps=1e-5,
+    tie_word_embeddings=True,
+    hidden_act="silu",
+    attention_dropout=0.0,
+)
+
 # Per-model defaults: (questions |B|, rollouts G, micro-batch, completion tokens, timed updates)
-DEFAULTS = {"paper": (8, 8, 8, 256, 4), "tiny": (4, 4, 16, 16, 4), "gguf": (8, 4, 16, 64, 4)}
+DEFAULTS = {
+    "paper": (8, 8, 8, 256, 4),
+    "smollm2": (8, 4, 16, 64, 4),
+    "tiny": (4, 4, 16, 16, 4),
+    "gguf": (8, 4, 16, 64, 4),
+}
 
 RESULT_TAG = "GPU_STEP_RESULT "
 ARMS = ("GRPO", "CoDaPO")
 
 
-def build_paper_model(path: Path, seed: int) -> Path:
-    """A randomly initialised Qwen2 causal LM of the paper's shape, saved in bfloat16 with the tiny test tokenizer
-    (its 320 ids are a prefix of the model's vocabulary; sampled ids beyond them decode to nothing)."""
-    from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
+def build_random_model(path: Path, seed: int, shape: str = "paper") -> Path:
+    """A randomly initialised causal LM of the paper's shape (Qwen2) or SmolLM2-135M's (Llama), saved in bfloat16 with
+    the tiny test tokenizer (its 320 ids are a prefix of the model's vocabulary; sampled ids beyond them decode to
+    nothing)."""
+    from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
 
     from codapo_trl.testing import build_tiny_tokenizer
 
+    config_cls, model_cls, dims = {
+        "paper": (Qwen2Config, Qwen2ForCausalLM, PAPER_SHAPE),
+        "smollm2": (LlamaConfig, LlamaForCausalLM, SMOLLM2_SHAPE),
+    }[shape]
     tokenizer = build_tiny_tokenizer()
     ids = dict(pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id, bos_token_id=None)
-    config = Qwen2Config(**PAPER_SHAPE, **ids)
+    config = config_cls(**dims, **ids)
     torch.manual_seed(seed)
-    model = Qwen2ForCausalLM(config).to(torch.bfloat16)
+    model = model_cls(config).to(torch.bfloat16)
     model.generation_config = GenerationConfig(**ids)
     model.save_pretrained(path)
     tokenizer.save_pretrained(path)
@@ -88,8 +118,8 @@ def prepare_model(options: argparse.Namespace, workdir: Path) -> str:
         from codapo_trl.models import DEFAULT_EMBEDDED_MODEL, resolve_model_name_or_path
 
         return resolve_model_name_or_path(DEFAULT_EMBEDDED_MODEL)
-    if options.model == "paper":
-        return str(build_paper_model(workdir / "paper", options.seed))
+    if options.model in ("paper", "smollm2"):
+        return str(build_random_model(workdir / options.model, options.seed, options.model))
     from codapo_trl.testing import build_tiny_model
 
     return str(build_tiny_model(workdir / "tiny", hidden_size=64))
@@ -252,7 +282,12 @@ def summarize(runs: dict[str, list[dict]]) -> dict[str, dict[str, float]]:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
-    parser.add_argument("--model", default="paper", choices=["paper", "tiny"], help="paper shape or a tiny model")
+    parser.add_argument(
+        "--model",
+        default="paper",
+        choices=["paper", "smollm2", "tiny"],
+        help="the paper's shape, SmolLM2-135M's shape (both random weights), or a tiny model",
+    )
     parser.add_argument("--gguf", action="store_true", help="the embedded SmolLM2-135M-Instruct instead of --model")
     parser.add_argument("--questions", type=int, help="questions per update |B| (default: per model)")
     parser.add_argument("--num-generations", type=int, help="rollouts per question G (default: per model)")
@@ -290,9 +325,37 @@ def main(argv: list[str] | None = None) -> None:
             for arm in ARMS:
                 logger.info("run %d of %s ...", repeat + 1, arm)
                 runs[arm].append(run_in_subprocess(argv, arm, model))
-    summary = summarize(runs)
-    ratio = summary["CoDaPO"]["mean_seconds_per_update"] / summary["GRPO"]["mean_seconds_per_update"]
-    result = {
+                result = build_result(options, argv, runs)
+                if options.output:  # after every run: a run stopped at a time limit keeps what finished
+                    options.output.parent.mkdir(parents=True, exist_ok=True)
+                    options.output.write_text(json.dumps(result, indent=2) + "\n")
+    for arm, row in result["summary"].items():
+        logger.info(
+            "%-7s %8.3f s/update (min %.3f, median %.3f, max %.3f, n=%d)  %.0f generated tokens/s  "
+            "(%.0f in generate)  peak %.2f GiB",
+            arm,
+            row["mean_seconds_per_update"],
+            row["min"],
+            row["median"],
+            row["max"],
+            row["n_updates"],
+            row["tokens_per_s"],
+            row["generate_tokens_per_s"],
+            row["peak_memory_gib"],
+        )
+    logger.info("ratio CoDaPO/GRPO (mean s per update): %.3f", result["ratio_codapo_grpo"])
+    if options.output:
+        logger.info("wrote %s", options.output)
+
+
+def build_result(options: argparse.Namespace, argv: list[str], runs: dict[str, list[dict]]) -> dict:
+    """The JSON record of the runs so far: settings, versions, per-arm summary, and the CoDaPO/GRPO ratio of mean
+    seconds per update (None until both trainers have a run)."""
+    summary = summarize({arm: arm_runs for arm, arm_runs in runs.items() if arm_runs})
+    ratio = None
+    if "CoDaPO" in summary and "GRPO" in summary:
+        ratio = summary["CoDaPO"]["mean_seconds_per_update"] / summary["GRPO"]["mean_seconds_per_update"]
+    return {
         "command": "python benchmarks/gpu_step.py " + shlex.join(argv),
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "device": options.device,
@@ -308,25 +371,6 @@ def main(argv: list[str] | None = None) -> None:
         "ratio_codapo_grpo": ratio,
         "runs": runs,
     }
-    for arm, row in summary.items():
-        logger.info(
-            "%-7s %8.3f s/update (min %.3f, median %.3f, max %.3f, n=%d)  %.0f generated tokens/s  "
-            "(%.0f in generate)  peak %.2f GiB",
-            arm,
-            row["mean_seconds_per_update"],
-            row["min"],
-            row["median"],
-            row["max"],
-            row["n_updates"],
-            row["tokens_per_s"],
-            row["generate_tokens_per_s"],
-            row["peak_memory_gib"],
-        )
-    logger.info("ratio CoDaPO/GRPO (mean s per update): %.3f", ratio)
-    if options.output:
-        options.output.parent.mkdir(parents=True, exist_ok=True)
-        options.output.write_text(json.dumps(result, indent=2) + "\n")
-        logger.info("wrote %s", options.output)
 
 
 if __name__ == "__main__":

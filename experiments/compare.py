@@ -163,10 +163,12 @@ def evaluate(model: str, options: argparse.Namespace, recipe: dict, output_dir: 
     return result.to_summary()
 
 
-def accuracy_by_level(summary: dict) -> dict[str, float]:
+def accuracy_by_level(summary: dict, metric: str = "avg@n") -> dict[str, float]:
+    """One metric of an arithmetic read-out's summary (`avg@n`, or e.g. `pass@8` of a read-out with 8 samples), per
+    level (keys `"1"`, `"2"`, ...) and over all its questions (`"all"`), as a fraction."""
     bench = summary["benchmarks"]["arithmetic"]
-    levels = {str(k): v["metrics"]["avg@n"] for k, v in bench["levels"].items()}
-    levels["all"] = bench["metrics"]["avg@n"]
+    levels = {str(k): v["metrics"][metric] for k, v in bench["levels"].items()}
+    levels["all"] = bench["metrics"][metric]
     return levels
 
 

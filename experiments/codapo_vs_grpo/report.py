@@ -169,8 +169,8 @@ def decide(primary_t, primary_bootstrap, secondary_t, smallest_effect: float = S
 
 def load_runs(runs_dir: Path) -> tuple[dict, dict[tuple[str, int], dict]]:
     """The warm start's read-outs and every finished run's read-outs, log history and question log."""
-    warm = {
-        kind: json.loads((runs_dir / "warm_start" / kind / "summary.json").read_text()) for kind in ("avg4", "greedy")
+    warm = {  # round 1: avg4 and greedy; round 2: greedy (and pass8 from amendment 2)
+        path.parent.name: json.loads(path.read_text()) for path in sorted(runs_dir.glob("warm_start/*/summary.json"))
     }
     runs = {}
     for path in sorted(runs_dir.iterdir()):
@@ -179,7 +179,7 @@ def load_runs(runs_dir: Path) -> tuple[dict, dict[tuple[str, int], dict]]:
             continue
         state = json.loads((path / "trainer_state.json").read_text())
         runs[match[1], int(match[2])] = {
-            "evals": {p.name: json.loads((p / "summary.json").read_text()) for p in sorted((path / "eval").iterdir())},
+            "evals": {p.name: json.loads((p / "summary.json").read_text()) for p in sorted(path.glob("eval/*"))},
             "log": state["log_history"],
             "questions": [json.loads(line) for line in (path / "questions.jsonl").read_text().splitlines()],
             "path": path,

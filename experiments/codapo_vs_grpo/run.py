@@ -16,9 +16,16 @@ finished is only evaluated, a run whose training did not finish is restarted fro
 "Seeds"). The warm start is evaluated once, the same way.
 
 The same driver runs round 2 (`experiments/codapo_vs_grpo_r2/PREREGISTRATION.md`) through its options: another
-recipe, results and work directories, held-out questions (`--eval-questions 4=180 5=200 6=200`), arms (the
+recipe, results and work directories, held-out questions (`--eval-questions 4=180 5=200 7=200`), arms (the
 loss-only arm `grpo_token_loss`) and, for the pilot, `--updates 16 --train-only` (training and its logs, no
 read-outs). Round 1's defaults are unchanged.
+
+Round 2's amendment 2 (issue 35) adds a third read-out kind, `pass8` (8 samples at T = 1.0 of the hard level's
+held-out questions alone: pass@8 and avg@8; `--pass8-steps`, `--hard-level`), greedy read-outs of the hard level alone
+at the updates outside `--all-levels-steps`, and the warm-start pin (`--warm-start-pin`): the SHA-256 of every file
+of the warm start, checked at every sitting before anything is read out or trained; a mismatch stops the driver.
+
+    python experiments/codapo_vs_grpo/run.py --recipe R --warm-start-pin PIN --record-warm-start-pin  # once
 
 The grader is pinned to the rule the campaign was pre-registered with (`GRADER_ENVIRONMENT`: the last box alone,
 also for the training subprocesses), since the grader's default later came to refuse a right box contradicted after
@@ -29,7 +36,9 @@ check.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import gzip
+import hashlib
 import importlib.util
 import json
 import logging
@@ -65,6 +74,9 @@ SAMPLED_STEPS = (31, 32)
 EVAL_SAMPLES = 4
 EVAL_TEMPERATURE = 0.6
 EVAL_SEED = 0
+# Amendment 2 of round 2: the hard level's pass@8 and avg@8, 8 samples at the training temperature.
+PASS_SAMPLES = 8
+PASS_TEMPERATURE = 1.0
 # PREREGISTRATION.md, "Regime": the reward is fixed for the whole campaign. Set in this process (evaluation) and
 # inherited by the training subprocesses.
 GRADER_ENVIRONMENT = {"CODAPO_GRADER_READ_AFTER_BOX": "0"}
@@ -72,26 +84,48 @@ GRADER_ENVIRONMENT = {"CODAPO_GRADER_READ_AFTER_BOX": "0"}
 
 @dataclass(frozen=True)
 class Evaluation:
-    """One read-out of a model: `greedy` (temperature 0, one sample) or `avg4` (4 samples at T = 0.6)."""
+    """One read-out of a model: `greedy` (temperature 0, one sample), `avg4` (4 samples at T = 0.6) or `pass8` (8
+    samples at T = 1.0: pass@8 and avg@8). `levels`: the held-out levels it reads (`None`: all of them)."""
 
     kind: str
+    levels: tuple[int, ...] | None = None
 
     @property
     def num_samples(self) -> int:
-        return 1 if self.kind == "greedy" else EVAL_SAMPLES
+        return {"greedy": 1, "avg4": EVAL_SAMPLES, "pass8": PASS_SAMPLES}[self.kind]
 
     @property
     def temperature(self) -> float:
-        return 0.0 if self.kind == "greedy" else EVAL_TEMPERATURE
+        return {"greedy": 0.0, "avg4": EVAL_TEMPERATURE, "pass8": PASS_TEMPERATURE}[self.kind]
 
 
 def evaluations_at(
-    step: int, greedy_steps: tuple[int, ...] = GREEDY_STEPS, sampled_steps: tuple[int, ...] = SAMPLED_STEPS
+    step: int,
+    greedy_steps: tuple[int, ...] = GREEDY_STEPS,
+    sampled_steps: tuple[int, ...] = SAMPLED_STEPS,
+    pass8_steps: tuple[int, ...] = (),
+    hard_level: int | None = None,
+    all_levels_steps: tuple[int, ...] | None = None,
 ) -> list[Evaluation]:
     """What the protocol reads at an update: greedy at every read-out point, avg@4 as well at 31 and 32 (round 1's
-    defaults; round 2 passes its own steps)."""
-    kinds = (["avg4"] if step in sampled_steps else []) + (["greedy"] if step in greedy_steps else [])
-    return [Evaluation(kind) for kind in kinds]
+    defaults; round 2 passes its own steps). Amendment 2 of round 2: `pass8` of `hard_level` alone at `pass8_steps`,
+    and greedy of `hard_level` alone at greedy steps outside `all_levels_steps` (`None`: every level everywhere).
+
+    Example:
+        >>> [(e.kind, e.levels) for e in evaluations_at(8, (8, 16), (), (16,), 7, (16,))]
+        [('greedy', (7,))]
+        >>> [(e.kind, e.levels) for e in evaluations_at(16, (8, 16), (), (16,), 7, (16,))]
+        [('greedy', None), ('pass8', (7,))]
+    """
+    if hard_level is None and (pass8_steps or all_levels_steps is not None):
+        raise ValueError("A pass8 read-out or a hard-level-only greedy read-out needs the hard level (--hard-level).")
+    hard = None if hard_level is None else (hard_level,)
+    out = [Evaluation("avg4")] if step in sampled_steps else []
+    if step in greedy_steps:
+        out.append(Evaluation("greedy", None if all_levels_steps is None or step in all_levels_steps else hard))
+    if step in pass8_steps:
+        out.append(Evaluation("pass8", hard))
+    return out
 
 
 def load_compare():
@@ -157,6 +191,16 @@ def parse_level_counts(values: list[str]) -> dict[int, int]:
     return counts
 
 
+def restrict_levels(benchmark: Benchmark, levels: tuple[int, ...] | None) -> Benchmark:
+    """The held-out questions of `levels` only, in their order and with their indices (`None`: all of them)."""
+    if levels is None:
+        return benchmark
+    items = [item for item in benchmark.items if item.level is not None and int(item.level) in levels]
+    if not items:
+        raise ValueError(f"The held-out set has no question of level(s) {levels}: add them to --eval-questions.")
+    return dataclasses.replace(benchmark, items=items)
+
+
 def evaluate(model: Path, evaluation: Evaluation, recipe: dict, benchmark: Benchmark, out: Path) -> dict:
     """Evaluate `model` once; the summary and gzipped samples land in `out` (skipped when the summary exists)."""
     summary_path = out / "summary.json"
@@ -171,7 +215,7 @@ def evaluate(model: Path, evaluation: Evaluation, recipe: dict, benchmark: Bench
         shutil.rmtree(scratch, ignore_errors=True)
         result = evaluate_model(
             str(model),
-            [benchmark],
+            [restrict_levels(benchmark, evaluation.levels)],
             num_samples=evaluation.num_samples,
             temperature=evaluation.temperature,
             max_new_tokens=recipe["max_completion_length"],
@@ -229,7 +273,7 @@ def run_one(arm: str, seed: int, options: argparse.Namespace, compare, recipe: d
         return
     for step in (s for s in read_out_steps(options) if s <= options.updates):
         model = work if step == options.updates else work / f"checkpoint-{step}"
-        for evaluation in evaluations_at(step, *protocol_steps(options)):
+        for evaluation in evaluations_for(step, options):
             evaluate(model, evaluation, recipe, benchmark, results / "eval" / f"step{step}-{evaluation.kind}")
         if model != work and not options.keep_checkpoints:
             shutil.rmtree(model, ignore_errors=True)  # gone already when an earlier sitting read it out
@@ -246,10 +290,69 @@ def protocol_steps(options: argparse.Namespace) -> tuple[tuple[int, ...], tuple[
     )
 
 
+def evaluations_for(step: int, options: argparse.Namespace) -> list[Evaluation]:
+    """`evaluations_at` with a campaign's options (the amendment-2 options absent: round 1's read-outs)."""
+    all_levels = getattr(options, "all_levels_steps", None)
+    return evaluations_at(
+        step,
+        *protocol_steps(options),
+        pass8_steps=tuple(getattr(options, "pass8_steps", None) or ()),
+        hard_level=getattr(options, "hard_level", None),
+        all_levels_steps=None if all_levels is None else tuple(all_levels),
+    )
+
+
 def read_out_steps(options: argparse.Namespace) -> tuple[int, ...]:
-    """Every update with a read-out of either kind, in order."""
+    """Every update with a read-out of any kind, in order."""
     greedy, sampled = protocol_steps(options)
-    return tuple(sorted(set(greedy) | set(sampled)))
+    return tuple(sorted(set(greedy) | set(sampled) | set(getattr(options, "pass8_steps", None) or ())))
+
+
+def file_hashes(folder: Path) -> dict[str, str]:
+    """SHA-256 of every file under `folder` (weights, configuration, tokenizer, its record), by relative path."""
+    hashes = {}
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        digest = hashlib.sha256()
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
+        hashes[path.relative_to(folder).as_posix()] = digest.hexdigest()
+    return hashes
+
+
+def format_pin(hashes: dict[str, str]) -> str:
+    """The pin file: `sha256sum`'s format (`HASH  PATH` per line), so `sha256sum -c` in the folder checks it too."""
+    return "".join(f"{digest}  {name}\n" for name, digest in sorted(hashes.items()))
+
+
+def parse_pin(text: str) -> dict[str, str]:
+    """A pin file's hashes by relative path (`format_pin`'s inverse; `#` lines are comments).
+
+    Example:
+        >>> parse_pin("# v4\\n" + "ab" * 32 + "  model.safetensors\\n")["model.safetensors"][:4]
+        'abab'
+    """
+    hashes = {}
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip() or line.startswith("#"):
+            continue
+        digest, _, name = line.partition("  ")
+        if len(digest) != 64 or not name:
+            raise ValueError(f"Line {number} of the pin is not `SHA256  PATH`: {line!r}.")
+        hashes[name] = digest
+    if not hashes:
+        raise ValueError("The pin lists no file.")
+    return hashes
+
+
+def pin_mismatches(folder: Path, pinned: dict[str, str]) -> list[str]:
+    """What differs between the files of `folder` and a pin: changed, missing and unpinned files (empty: it is the
+    pinned warm start)."""
+    found = file_hashes(folder)
+    problems = [f"{name}: changed" for name in sorted(pinned) if name in found and found[name] != pinned[name]]
+    problems += [f"{name}: missing" for name in sorted(set(pinned) - set(found))]
+    problems += [f"{name}: not in the pin" for name in sorted(set(found) - set(pinned))]
+    return problems
 
 
 def pin_grader() -> None:
@@ -283,6 +386,23 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--sampled-steps", nargs="*", type=int, default=list(SAMPLED_STEPS), help="avg@4 read-outs (none: no value)"
     )
+    parser.add_argument(
+        "--pass8-steps", nargs="*", type=int, default=[], help="hard-level pass@8/avg@8 read-outs at T = 1.0"
+    )
+    parser.add_argument("--hard-level", type=int, default=None, help="the hard level (pass8 and hard-only greedy)")
+    parser.add_argument(
+        "--all-levels-steps",
+        nargs="+",
+        type=int,
+        default=None,
+        help="greedy read-outs of every held-out level only at these updates; the hard level alone elsewhere",
+    )
+    parser.add_argument(
+        "--warm-start-pin", type=Path, default=None, help="SHA-256 pin of the warm start, checked before any work"
+    )
+    parser.add_argument(
+        "--record-warm-start-pin", action="store_true", help="write --warm-start-pin from the warm start and stop"
+    )
     options = parser.parse_args(argv)
     try:
         eval_questions = parse_level_counts(options.eval_questions)
@@ -295,6 +415,23 @@ def main(argv: list[str] | None = None) -> None:
     model = model if model.is_absolute() else ROOT / model
     if not (model / "config.json").exists():
         parser.error(f"the warm start {model} does not exist: make it first (see this script's help)")
+    if options.hard_level is None and (options.pass8_steps or options.all_levels_steps is not None):
+        parser.error("--pass8-steps and --all-levels-steps need --hard-level")
+    if options.record_warm_start_pin:
+        if options.warm_start_pin is None or options.warm_start_pin.exists():
+            parser.error("--record-warm-start-pin writes a new --warm-start-pin file (it never replaces one)")
+        options.warm_start_pin.write_text(f"# {model.relative_to(ROOT) if model.is_relative_to(ROOT) else model}\n"
+                                          + format_pin(file_hashes(model)))  # fmt: skip
+        logger.info("Pinned %s in %s", model, options.warm_start_pin)
+        return
+    if options.warm_start_pin is not None:
+        if not options.warm_start_pin.exists():
+            parser.error(f"the pin {options.warm_start_pin} does not exist: record it with --record-warm-start-pin")
+        mismatches = pin_mismatches(model, parse_pin(options.warm_start_pin.read_text()))
+        if mismatches:
+            parser.error(f"the warm start {model} is not the pinned one ({options.warm_start_pin}): "
+                         + "; ".join(mismatches))  # fmt: skip
+        logger.info("Warm start %s matches its pin %s", model, options.warm_start_pin)
     missing = [key for key in ("max_completion_length", "system_prompt") if key not in recipe]
     if missing:  # the read-outs use the training's prompt and token limit
         parser.error(f"{options.recipe} lacks {missing}")
@@ -302,7 +439,7 @@ def main(argv: list[str] | None = None) -> None:
         parser.error("--warm-start-only reads out and --train-only does not: pass one of them")
     compare = load_compare()
     benchmark = None if options.train_only else held_out_benchmark(eval_questions)
-    for evaluation in [] if options.train_only else evaluations_at(options.updates, *protocol_steps(options)):
+    for evaluation in [] if options.train_only else evaluations_for(options.updates, options):
         evaluate(model, evaluation, recipe, benchmark, options.results_dir / "runs" / "warm_start" / evaluation.kind)
     if options.warm_start_only:
         return

@@ -14,7 +14,10 @@ accuracy, in points). On those differences:
 - [`detectable_effect`]: the smallest effect `n` seeds detect with that power;
 - [`verdict`]: the pre-registered decision rule (confirm / refute / inconclusive) from an interval;
 - [`sign_flip_p_value`]: the exact sign-flip (paired permutation) test of a mean difference against a null value,
-  which does not assume normal differences (added after round 1, issue 27).
+  which does not assume normal differences (added after round 1, issue 27);
+- [`one_sided_t_p_value`]: the one-sided paired t-test of a mean difference against a null value;
+- [`obrien_fleming_spending`] and [`group_sequential_levels`]: the nominal one-sided levels of a design with one
+  interim look (Lan-DeMets O'Brien-Fleming-type alpha spending; round 2's amendment 2, issue 35).
 
 The quantiles come from `scipy.stats` (installed with the project's environment).
 """
@@ -29,12 +32,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from scipy import stats as scipy_stats
+from scipy.integrate import quad
 from scipy.optimize import brentq
 
 
 __all__ = [
     "PairedInterval",
+    "SequentialLevels",
     "detectable_effect",
+    "group_sequential_levels",
+    "obrien_fleming_spending",
+    "one_sided_t_p_value",
     "paired_bootstrap_interval",
     "paired_differences",
     "paired_t_interval",
@@ -306,3 +314,102 @@ def sign_flip_p_value(
         else:
             extreme += abs(total) >= abs(observed) - tolerance
     return extreme / 2 ** len(values)
+
+
+def one_sided_t_p_value(differences: Sequence[float], null: float = 0.0, alternative: str = "greater") -> float:
+    """One-sided p-value of the paired t-test of "the mean difference is `null`" (`n - 1` degrees of freedom).
+
+    `alternative="greater"`: evidence that the mean is above `null` (e.g. a gain, `null=0`); `"less"`: below it
+    (e.g. "the effect is smaller than 5 points", `null=5`). `p < a` holds exactly when the two-sided `1 - 2a` t
+    interval lies above (`"greater"`) or below (`"less"`) `null`. All differences equal: 0 when they lie on the
+    alternative's side of `null`, else 1.
+
+    Example:
+        >>> round(one_sided_t_p_value([1.0, 2.0, 3.0], 0.0, "greater"), 4)  # t = 2 / (1 / sqrt(3)) = 3.46, 2 df
+        0.0371
+        >>> round(one_sided_t_p_value([1.0, 2.0, 3.0], 5.0, "less"), 4)  # t = -3 / (1 / sqrt(3)) = -5.20
+        0.0175
+    """
+    values = _check(differences, 0.95)
+    if alternative not in ("less", "greater"):
+        raise ValueError(f"alternative must be 'less' or 'greater', got {alternative!r}.")
+    if not math.isfinite(null):
+        raise ValueError(f"null must be finite, got {null}.")
+    n = len(values)
+    shift = statistics.fmean(values) - null
+    se = statistics.stdev(values) / math.sqrt(n)
+    sign = 1.0 if alternative == "greater" else -1.0
+    if se == 0.0:
+        return 0.0 if sign * shift > 0 else 1.0
+    return float(scipy_stats.t.sf(sign * shift / se, df=n - 1))
+
+
+def obrien_fleming_spending(fraction: float, alpha: float = 0.025) -> float:
+    """The one-sided alpha spent by information fraction `fraction` under Lan and DeMets' O'Brien-Fleming-type
+    spending function, `2 - 2 Phi(z_{1 - alpha / 2} / sqrt(fraction))` (all of `alpha` at `fraction = 1`).
+
+    Example:
+        >>> round(obrien_fleming_spending(0.5), 5), round(obrien_fleming_spending(1.0), 12)
+        (0.00153, 0.025)
+    """
+    if not 0.0 < fraction <= 1.0:
+        raise ValueError(f"fraction must be in (0, 1], got {fraction}.")
+    if not 0.0 < alpha < 0.5:
+        raise ValueError(f"alpha must be in (0, 0.5), got {alpha}.")
+    z = float(scipy_stats.norm.isf(alpha / 2))
+    return float(2 * scipy_stats.norm.sf(z / math.sqrt(fraction)))
+
+
+@dataclass(frozen=True)
+class SequentialLevels:
+    """Nominal one-sided levels of a group-sequential design with one interim look and a final analysis.
+
+    Args:
+        fraction (`float`): information fraction of the interim look (seeds at the look / seeds at the end).
+        alpha (`float`): the one-sided level spent in all.
+        interim_level (`float`): the nominal one-sided p below which the interim look rejects (alpha spent there).
+        final_level (`float`): the nominal one-sided p below which the final analysis rejects.
+        interim_z (`float`): the interim boundary on the z scale.
+        final_z (`float`): the final boundary on the z scale.
+    """
+
+    fraction: float
+    alpha: float
+    interim_level: float
+    final_level: float
+    interim_z: float
+    final_z: float
+
+
+def group_sequential_levels(fraction: float, alpha: float = 0.025) -> SequentialLevels:
+    """Boundaries of a one-sided group-sequential test with one interim look at information fraction `fraction`
+    and O'Brien-Fleming-type spending (`obrien_fleming_spending`).
+
+    The interim look spends `a1 = obrien_fleming_spending(fraction, alpha)` (boundary `z1 = Phi^-1(1 - a1)`); the
+    final boundary `z2` solves `a1 + P(Z1 < z1, Z2 >= z2) = alpha` for the canonical joint normal of the two
+    statistics (correlation `sqrt(fraction)`), by numerical integration. Applied to a t or sign-flip test, a look
+    rejects when its one-sided p is below the look's nominal level `1 - Phi(z)`.
+
+    Example:
+        >>> levels = group_sequential_levels(0.5)  # the textbook two-look design: z = 2.96 and 1.97
+        >>> round(levels.interim_z, 2), round(levels.final_z, 2)
+        (2.96, 1.97)
+    """
+    if not 0.0 < fraction < 1.0:
+        raise ValueError(f"The interim look needs an information fraction in (0, 1), got {fraction}.")
+    spent = obrien_fleming_spending(fraction, alpha)
+    z1 = float(scipy_stats.norm.isf(spent))
+    rho = math.sqrt(fraction)
+    spread = math.sqrt(1.0 - rho * rho)
+
+    def crossing_late(z2: float) -> float:  # P(Z1 < z1, Z2 >= z2)
+        value, _ = quad(
+            lambda z: scipy_stats.norm.pdf(z) * scipy_stats.norm.sf((z2 - rho * z) / spread),
+            -math.inf,
+            z1,
+            epsabs=1e-13,
+        )
+        return value
+
+    z2 = float(brentq(lambda z2: spent + crossing_late(z2) - alpha, 0.0, 10.0, xtol=1e-12))
+    return SequentialLevels(fraction, alpha, spent, float(scipy_stats.norm.sf(z2)), z1, z2)

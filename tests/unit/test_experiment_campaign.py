@@ -333,3 +333,122 @@ def test_warm_start_only_reads_out_the_warm_start_and_trains_nothing(run, tmp_pa
     assert read == ["pinned", (model, "greedy")]
     with pytest.raises(SystemExit):
         run.main([*argv, "--warm-start-only", "--train-only"])
+
+
+# Round 2, amendment 2 (issue 35): the pass8 read-out, hard-level-only greedy read-outs, the warm-start pin.
+
+
+def test_amendment_2_read_outs(run):
+    """Level-7 greedy at 8, 16, 24 and 32, levels 4 and 5 only at 16 and 32; pass@8 of level 7 at 16 and 32."""
+    import argparse
+
+    options = argparse.Namespace(
+        greedy_steps=[8, 16, 24, 32], sampled_steps=[], pass8_steps=[16, 32], hard_level=7, all_levels_steps=[16, 32]
+    )
+    reads = {
+        step: [(e.kind, e.levels, e.num_samples, e.temperature) for e in run.evaluations_for(step, options)]
+        for step in range(1, 33)
+    }
+    assert {step: kinds for step, kinds in reads.items() if kinds} == {
+        8: [("greedy", (7,), 1, 0.0)],
+        16: [("greedy", None, 1, 0.0), ("pass8", (7,), 8, 1.0)],
+        24: [("greedy", (7,), 1, 0.0)],
+        32: [("greedy", None, 1, 0.0), ("pass8", (7,), 8, 1.0)],
+    }
+    assert run.read_out_steps(argparse.Namespace(greedy_steps=[8], sampled_steps=[], pass8_steps=[16])) == (8, 16)
+    with pytest.raises(ValueError, match="--hard-level"):
+        run.evaluations_at(16, (16,), (), pass8_steps=(16,))
+    benchmark = run.held_out_benchmark({4: 3, 7: 4})
+    only7 = run.restrict_levels(benchmark, (7,))
+    assert [i.question for i in only7.items] == [i.question for i in benchmark.items if int(i.level) == 7]
+    assert len(only7.items) == 4 and len(benchmark.items) == 7  # the full set is left as it was
+    with pytest.raises(ValueError, match="no question of level"):
+        run.restrict_levels(benchmark, (6,))
+
+
+def test_pass8_read_out_on_a_tiny_model(run, tiny_model_dir, tmp_path):
+    """A pass8 read-out samples 8 completions at T = 1.0 of the hard level's questions alone and keeps pass@8 and
+    avg@8 per level (a tiny random model stands in for the warm start)."""
+    import gzip
+    import json
+
+    benchmark = run.held_out_benchmark({4: 3, 7: 4})
+    recipe = {"max_completion_length": 8, "system_prompt": "p"}
+    out = tmp_path / "step16-pass8"
+    summary = run.evaluate(Path(tiny_model_dir), run.Evaluation("pass8", (7,)), recipe, benchmark, out)
+    bench = summary["benchmarks"]["arithmetic"]
+    assert summary["config"]["num_samples"] == 8 and summary["config"]["temperature"] == 1.0
+    assert list(bench["levels"]) == ["7"] and bench["num_samples"] == 32
+    metrics = bench["levels"]["7"]["metrics"]
+    assert {"avg@n", "pass@8"} <= set(metrics) and metrics["pass@8"] >= metrics["avg@n"]
+    with gzip.open(out / "samples.jsonl.gz", "rt") as f:
+        questions = [json.loads(line) for line in f]
+    assert [q["level"] for q in questions] == [7] * 4 and all(len(q["samples"]) == 8 for q in questions)
+    assert json.loads((out / "summary.json").read_text())["seconds"] > 0
+
+
+def test_the_warm_start_pin(run, tmp_path, monkeypatch):
+    """The pin is the SHA-256 of every file of the warm start (`sha256sum -c` reads it); a changed, missing or extra
+    file stops the driver before anything is read out or trained."""
+    import subprocess
+
+    model = tmp_path / "warm"
+    (model / "sub").mkdir(parents=True)
+    (model / "config.json").write_text("{}")
+    (model / "model.safetensors").write_bytes(bytes(range(256)) * 4096)
+    (model / "sub" / "tokenizer.json").write_text('{"a": 1}')
+    recipe = yaml.safe_load((ROUND_2 / "recipe.yaml").read_text())
+    recipe["model_name_or_path"] = str(model)
+    (tmp_path / "recipe.yaml").write_text(yaml.safe_dump(recipe))
+    pin = tmp_path / "warm.sha256"
+    monkeypatch.setattr(run, "pin_grader", lambda: None)
+    monkeypatch.setattr(run, "configure_logging", lambda: None)
+    work = []
+    monkeypatch.setattr(run, "evaluate", lambda *args: work.append("read out"))
+    monkeypatch.setattr(run, "run_one", lambda *args: work.append("trained"))
+    argv = ["--recipe", str(tmp_path / "recipe.yaml"), "--results-dir", str(tmp_path / "results"),
+            "--warm-start-pin", str(pin), "--arms", "grpo", "--seeds", "0"]  # fmt: skip
+    with pytest.raises(SystemExit):  # no pin yet: record it first
+        run.main(argv)
+    run.main([*argv, "--record-warm-start-pin"])
+    assert work == [] and sorted(run.parse_pin(pin.read_text())) == ["config.json", "model.safetensors",
+                                                                      "sub/tokenizer.json"]  # fmt: skip
+    check = subprocess.run(["sha256sum", "-c", str(pin)], cwd=model, capture_output=True, text=True, timeout=60)
+    assert check.returncode == 0, check.stdout + check.stderr
+    with pytest.raises(SystemExit):  # a pin is never replaced
+        run.main([*argv, "--record-warm-start-pin"])
+    run.main(argv)
+    assert work == ["read out", "read out", "trained"]  # matches: the warm start's read-outs (avg4, greedy), a run
+    weights = bytearray((model / "model.safetensors").read_bytes())
+    weights[1000] ^= 1  # one bit
+    (model / "model.safetensors").write_bytes(bytes(weights))
+    (model / "extra.bin").write_bytes(b"x")
+    (model / "config.json").unlink()
+    (model / "config.json").write_text("{}")  # rewritten with the same bytes: still the pinned file
+    assert run.pin_mismatches(model, run.parse_pin(pin.read_text())) == [
+        "model.safetensors: changed",
+        "extra.bin: not in the pin",
+    ]
+    work.clear()
+    with pytest.raises(SystemExit):
+        run.main(argv)
+    assert work == []
+    (model / "sub" / "tokenizer.json").unlink()
+    assert "sub/tokenizer.json: missing" in run.pin_mismatches(model, run.parse_pin(pin.read_text()))
+    with pytest.raises(ValueError, match="Line 1 of the pin"):
+        run.parse_pin("deadbeef model.safetensors\n")
+
+
+def test_pass8_and_hard_only_read_outs_need_the_hard_level(run, tmp_path, monkeypatch):
+    model = tmp_path / "warm"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    recipe = yaml.safe_load((ROUND_2 / "recipe.yaml").read_text())
+    recipe["model_name_or_path"] = str(model)
+    (tmp_path / "recipe.yaml").write_text(yaml.safe_dump(recipe))
+    monkeypatch.setattr(run, "pin_grader", lambda: None)
+    monkeypatch.setattr(run, "configure_logging", lambda: None)
+    monkeypatch.setattr(run, "evaluate", lambda *args: pytest.fail("nothing is read out"))
+    for extra in (["--pass8-steps", "16"], ["--all-levels-steps", "16"]):
+        with pytest.raises(SystemExit):
+            run.main(["--recipe", str(tmp_path / "recipe.yaml"), "--warm-start-only", *extra])

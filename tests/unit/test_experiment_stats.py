@@ -201,3 +201,51 @@ def test_sign_flip_rejects_bad_input():
         stats.sign_flip_p_value([1.0, math.nan])
     with pytest.raises(ValueError, match="2\\^21"):
         stats.sign_flip_p_value([1.0] * 21)
+
+
+def test_one_sided_t_p_value_matches_the_interval():
+    """p < a exactly when the two-sided 1 - 2a interval lies on the alternative's side of the null."""
+    differences = [6.0, 7.5, 3.0, 9.0, 5.5, 8.0, 4.0, 7.0]
+    for level in (0.008, 0.0226, 0.025):
+        interval = stats.paired_t_interval(differences, confidence=1 - 2 * level)
+        for null in (0.0, 3.0, 4.0, 5.0, 9.0):
+            assert (stats.one_sided_t_p_value(differences, null, "greater") < level) == (interval.low > null)
+            assert (stats.one_sided_t_p_value(differences, null, "less") < level) == (interval.high < null)
+    # the two one-sided p-values of the same null add up to 1; twice the smaller is the two-sided p
+    up, down = (stats.one_sided_t_p_value(differences, 0.0, a) for a in ("greater", "less"))
+    assert up + down == pytest.approx(1.0) and 2 * min(up, down) == pytest.approx(
+        stats.paired_t_interval(differences).p_value
+    )
+    assert stats.one_sided_t_p_value([2.0, 2.0], 0.0, "greater") == 0.0
+    assert stats.one_sided_t_p_value([2.0, 2.0], 5.0, "greater") == 1.0
+    with pytest.raises(ValueError, match="alternative"):
+        stats.one_sided_t_p_value(differences, 0.0, "two-sided")
+
+
+def test_group_sequential_levels_spend_alpha_as_registered():
+    """Published values (Lan-DeMets O'Brien-Fleming-type, one-sided 0.025, looks at 1/2 and 1: z 2.963 and 1.969),
+    and a simulation of the canonical joint normal: the chance of crossing at either look is alpha, at the first
+    look the spent alpha."""
+    import numpy as np
+
+    half = stats.group_sequential_levels(0.5)
+    assert half.interim_z == pytest.approx(2.963, abs=1e-3) and half.final_z == pytest.approx(1.969, abs=1e-3)
+    levels = stats.group_sequential_levels(10 / 14)  # round 2: one look at 10 of 14 seeds
+    assert levels.interim_level == pytest.approx(stats.obrien_fleming_spending(10 / 14))
+    assert 0.0079 < levels.interim_level < 0.0081 and 0.0225 < levels.final_level < 0.0227
+    rng = np.random.default_rng(0)
+    n = 2_000_000
+    first = rng.standard_normal(n)
+    increment = rng.standard_normal(n)
+    t = 10 / 14
+    z1 = first
+    z2 = math.sqrt(t) * first + math.sqrt(1 - t) * increment  # corr(z1, z2) = sqrt(t)
+    crossed_first = z1 >= levels.interim_z
+    crossed = crossed_first | (z2 >= levels.final_z)
+    assert crossed_first.mean() == pytest.approx(levels.interim_level, abs=4e-4)
+    assert crossed.mean() == pytest.approx(0.025, abs=4e-4)
+    # 8 of 14 seeds: the look's level is below the smallest sign-flip p of 8 seeds (1/256), as the issue says
+    assert stats.group_sequential_levels(8 / 14).interim_level < 1 / 256
+    assert stats.group_sequential_levels(10 / 14).interim_level > 1 / 1024
+    with pytest.raises(ValueError, match="information fraction"):
+        stats.group_sequential_levels(1.0)
