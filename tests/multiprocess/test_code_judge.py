@@ -601,3 +601,78 @@ def test_reasons_never_format_a_programs_value():
     assert _text("x" * 1000) == "x" * 200 and _text(BIG) == "<int>" and _text([1] * 10**6) == "<list>"
     assert _failure(ValueError(10**5000)) == "error ValueError"
     assert _failure(KeyError("k")) == "error KeyError: k"
+
+
+# ---------------------------------------------------------------------------------------------- the judge's work outlasts the program
+# (from the red team of issue 33) The program answers and exits at once (or as soon as it is idle) while the judge
+# still has work on its answer: decoding a large valid answer, or the test's own set(), range() or repetition of
+# it. The executor used to stop waiting 0.5 s after the program exited and call the missing verdict a sandbox error
+# (None); it now waits for the verdict until the deadline, and a verdict that does not come is the program's 0.
+
+EXIT_SOON = "import os, threading\ndef _bye():\n    threading.Timer(0.2, os._exit, (0,)).start()\n"
+EXIT_WHEN_IDLE = (
+    "import os, threading, time\ndef _bye():\n    def watch():\n        while True:\n"
+    "            c = time.process_time()\n            time.sleep(0.03)\n"
+    "            if time.process_time() - c < 0.003:\n                os._exit(0)\n"
+    "    threading.Thread(target=watch, daemon=True).start()\n"
+)
+UNIQ = check_tests("def check(candidate):\n    assert sorted(set(candidate([1, 2, 2]))) == [1, 2]\n", "uniq")
+RANGE = check_tests("def check(candidate):\n    assert sum(1 for _ in range(candidate(3))) == 3\n", "ident")
+REPEAT = check_tests("def check(candidate):\n    assert 'ab' * candidate(3) == 'ababab'\n", "ident")
+BIG_ANSWER_CHECK = check_tests("def check(candidate):\n    assert candidate(3) == 3\n", "ident")
+BIG_ANSWER_CALL = {"format": "call", "fn_name": "ident", "inputs": [[3]], "outputs": [3]}
+
+OUTLASTING = {
+    "tests_own_set_of_colliding_ints": (
+        EXIT_SOON + f"def uniq(xs):\n    _bye()\n    return [k * {P61} for k in range(1, 40001)]\n",
+        [UNIQ],
+    ),
+    "tests_own_set_then_idle_exit": (
+        EXIT_WHEN_IDLE + f"def uniq(xs):\n    _bye()\n    return [k * {P61} for k in range(1, 40001)]\n",
+        [UNIQ],
+    ),
+    "tests_own_range_loop": (EXIT_SOON + "def ident(x):\n    _bye()\n    return 10 ** 12\n", [RANGE]),
+    "tests_own_repetition_of_a_gigabyte": (
+        EXIT_SOON + "def ident(x):\n    _bye()\n    return 5 * 10 ** 8\n",
+        [REPEAT],
+    ),
+    "large_valid_answer_then_idle_exit": (
+        EXIT_WHEN_IDLE + "def ident(x):\n    _bye()\n    return [[0]] * 300000\n",
+        [BIG_ANSWER_CHECK, BIG_ANSWER_CALL],
+    ),
+    "large_valid_forged_answer_then_exit": (
+        FORGE + "def ident(x):\n    _send('T4:s2:okL550000:' + 'L1:i0;' * 550000 + 'nn')\n",
+        [BIG_ANSWER_CHECK, BIG_ANSWER_CALL],
+    ),
+}
+OUTLASTING_HONEST = {
+    "right_answer_then_exit": (EXIT_SOON + "def uniq(xs):\n    _bye()\n    return sorted(set(xs))\n", [UNIQ]),
+    "right_answer_then_idle_exit": (
+        EXIT_WHEN_IDLE + "def uniq(xs):\n    _bye()\n    return sorted(set(xs))\n",
+        [UNIQ],
+    ),
+    "large_right_answer_then_idle_exit": (
+        EXIT_WHEN_IDLE + "def ident(x):\n    _bye()\n    return [[0]] * (300000 if x == 3 else 50000)\n",
+        [
+            check_tests("def check(candidate):\n    assert candidate(3) == [[0]] * 300000\n", "ident"),
+            {"format": "call", "fn_name": "ident", "inputs": [[4]], "outputs": [[[0]] * 50000]},
+        ],
+    ),
+}
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("case", sorted(OUTLASTING))
+def test_judge_work_that_outlasts_the_program_is_the_programs_failure(case, roomy_sandbox):
+    source, tests_list = OUTLASTING[case]
+    for tests in tests_list:
+        assert_failure_not_skip(*_scored(source, tests, roomy_sandbox))
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("case", sorted(OUTLASTING_HONEST))
+def test_right_answer_then_an_early_exit_is_paid(case, roomy_sandbox):
+    source, tests_list = OUTLASTING_HONEST[case]
+    for tests in tests_list:
+        evaluation = evaluate_code(source, tests, sandbox=roomy_sandbox)
+        assert evaluation.reward == 1.0, evaluation.reason
