@@ -439,6 +439,7 @@ def main():
         # SIGXCPU (the soft limit) ends the process as the hard one would: a judge without a verdict
         _limit("RLIMIT_CPU", spec["cpu_s"])
         _limit("RLIMIT_AS", spec["memory_bytes"])
+        _limit("RLIMIT_CORE", 0)  # a judge ended by a signal writes no core file
         os.chdir(spec["cwd"])
         start = time.monotonic()
         channel = Channel(spec["req_fd"], spec["resp_fd"], start + spec["budget"], spec["max_bytes"])

@@ -676,3 +676,12 @@ def test_right_answer_then_an_early_exit_is_paid(case, roomy_sandbox):
     for tests in tests_list:
         evaluation = evaluate_code(source, tests, sandbox=roomy_sandbox)
         assert evaluation.reward == 1.0, evaluation.reason
+
+
+def test_the_judge_has_its_own_memory_limit(roomy_sandbox):
+    """The test's `'ab' * answer` asks the judge for 1 GB: its address-space limit (the program's 256 MiB + 256 MiB
+    here) makes it a MemoryError at once, the program's failure, instead of a gigabyte of the trainer's machine."""
+    source, (tests,) = OUTLASTING["tests_own_repetition_of_a_gigabyte"]
+    evaluation, cpu, wall = _scored(source, tests, roomy_sandbox)
+    assert evaluation.reward == 0.0 and evaluation.outcomes[0].status is Status.MEMORY, evaluation.reason
+    assert wall < 2.0, wall
