@@ -23,12 +23,16 @@ compare:
   above what a HumanEval test computes (a 4,750-digit factorial), small enough that decoding, hashing and comparing
   it take microseconds. The judge never formats a received value (Python refuses `str()` of an int of more than
   4,300 digits), so the bound is on cost, not on `str()`;
-- in a `set`, `frozenset` or `dict`, at most `MAX_EQUAL_HASHES` items (keys) that share one hash value: a set of
-  integers made to collide (`k * (2**61 - 1)` all hash to 0) costs quadratic time to build, and no honest value
-  has more than a couple of distinct items with one hash;
+- keys of a `set`, `frozenset` or `dict` that share a hash value cost, together, at most `MAX_COLLISION_COST`: a
+  set compares each key with every other key of its hash value, so a message is refused when the sum over its
+  groups of equal hashes of (pairs in the group) x (the longest key's text) passes it. 40,000 integers
+  `k * (2**61 - 1)` (all hash to 0) would cost seconds to put in a set and are refused before it is built; the
+  dozen such integers of a contrived right answer cost nothing and pass, and honest data seldom has two keys with
+  one hash;
 - a string or a container is no longer than its frame, which the judge caps (`max_output_bytes`).
 
-[`encode`] refuses the same values, so the runner reports an honest program's out-of-bounds result as such.
+[`encode`] refuses the same depths and integers, so the runner reports an honest program's out-of-bounds result as
+such (keys sharing a hash cost the program's own process to build; the judge refuses them).
 
 [`encode`] reads a value through the built-in types' own methods (`int.__format__`, `list.__iter__`,
 `dict.items`...), so a subclass (`Counter`, `defaultdict`, a `namedtuple`, or a class that lies in `__eq__`) is
@@ -40,7 +44,7 @@ imports it by path, and the trainer imports it as `codapo_trl.sandbox.wire`.
 
 MAX_DEPTH = 100
 MAX_INT_HEX_DIGITS = 1 << 16
-MAX_EQUAL_HASHES = 8
+MAX_COLLISION_COST = 1 << 22  # characters compared, summed over a message (a few milliseconds)
 
 
 class WireError(ValueError):
@@ -115,7 +119,7 @@ def decode(data, json_like=False):
     """
     try:
         text = data.decode("utf-8", "surrogatepass")
-        value, end = _decode(text, 0, 0, json_like)
+        value, end = _decode(text, 0, 0, json_like, [MAX_COLLISION_COST])
     except WireError:
         raise
     except (ValueError, TypeError, IndexError, OverflowError, RecursionError, MemoryError) as exc:
@@ -148,7 +152,7 @@ def _json_key(k):
     raise WireError(f"a dict key of type {type(k).__name__} has no JSON form")
 
 
-def _decode(text, pos, depth, json_like):
+def _decode(text, pos, depth, json_like, budget):
     if depth > MAX_DEPTH:
         raise WireError(f"nested more than {MAX_DEPTH} levels deep")
     tag = text[pos]
@@ -186,36 +190,48 @@ def _decode(text, pos, depth, json_like):
     if n > len(text) - pos:  # every item takes at least one character
         raise WireError("count past the end")
     if tag == "D":
-        keys, values = [], []
+        keys, values, spans = [], [], []
         for _ in range(n):
-            key, pos = _decode(text, pos, depth + 1, json_like)
-            value, pos = _decode(text, pos, depth + 1, json_like)
+            start = pos
+            key, pos = _decode(text, pos, depth + 1, json_like, budget)
+            spans.append(pos - start)
+            value, pos = _decode(text, pos, depth + 1, json_like, budget)
             keys.append(_json_key(key) if json_like else key)
             values.append(value)
         if not json_like:  # JSON keys are strings, whose hash is randomised per process
-            _check_hashes(keys)
+            _check_hashes(keys, spans, budget)
         return dict(zip(keys, values)), pos
-    items = []
+    items, spans = [], []
     for _ in range(n):
-        item, pos = _decode(text, pos, depth + 1, json_like)
+        start = pos
+        item, pos = _decode(text, pos, depth + 1, json_like, budget)
         items.append(item)
+        spans.append(pos - start)
     if tag == "L" or (tag == "T" and json_like):
         return items, pos
     if tag == "T":
         return tuple(items), pos
     if json_like:
         raise WireError("a set has no JSON form")
-    _check_hashes(items)
+    _check_hashes(items, spans, budget)
     return (set(items) if tag == "S" else frozenset(items)), pos
 
 
-def _check_hashes(keys):
-    """Refuse keys of which more than `MAX_EQUAL_HASHES` share a hash value, before a set or dict is built of them
-    (a `TypeError` for an unhashable key becomes a [`WireError`] in [`decode`])."""
-    if len(keys) > MAX_EQUAL_HASHES:
-        hashes = sorted(map(hash, keys))  # each key hashed once, in time proportional to its size
-        if any(map(int.__eq__, hashes, hashes[MAX_EQUAL_HASHES:])):
-            raise WireError(f"more than {MAX_EQUAL_HASHES} keys share one hash value")
+def _check_hashes(keys, spans, budget):
+    """Charge `budget` (a one-item list) for the comparisons that building a set or dict of `keys` (whose texts are
+    `spans` characters long) can make among keys sharing a hash value; refuse them when it runs out. A
+    `TypeError` for an unhashable key becomes a [`WireError`] in [`decode`]."""
+    hashes = list(map(hash, keys))  # each key hashed once, in time proportional to its text
+    if len(set(hashes)) == len(hashes):  # the usual case; distinct hash values never collide as set items
+        return
+    groups = {}
+    for h, span in zip(hashes, spans):
+        group = groups.setdefault(h, [0, 0])
+        group[0] += 1
+        group[1] = max(group[1], span)
+    budget[0] -= sum(n * (n - 1) // 2 * span for n, span in groups.values())
+    if budget[0] < 0:
+        raise WireError("keys that share a hash value would cost too much to put in a set or dict")
 
 
 def frame(payload):

@@ -18,7 +18,7 @@ import pytest
 from codapo_trl.rewards.code import evaluate_code, parse_tests
 from codapo_trl.sandbox import Sandbox, SandboxConfig, Status
 from codapo_trl.sandbox.judge import _sync, call_result_matches, outputs_match, values_match
-from codapo_trl.sandbox.wire import MAX_DEPTH, MAX_EQUAL_HASHES, MAX_INT_HEX_DIGITS, WireError, decode, encode, frame
+from codapo_trl.sandbox.wire import MAX_COLLISION_COST, MAX_DEPTH, MAX_INT_HEX_DIGITS, WireError, decode, encode, frame
 
 
 # ---------------------------------------------------------------------------------------------- the wire format
@@ -484,16 +484,18 @@ HONEST_BOUNDS = {
         ),
         None,
     ),
-    "a_few_colliding_keys": (
+    "hundreds_of_keys_sharing_a_hash": (  # a right answer, however contrived (a dozen: the red team's case)
         f"def keys(n):\n    return {{k * {P61} for k in range(n)}} | {{-1, -2}}\n",
         check_tests(
-            f"def check(candidate):\n    assert candidate(6) == {{k * {P61} for k in range(6)}} | {{-1, -2}}\n", "keys"
+            f"def check(candidate):\n    assert candidate(300) == {{k * {P61} for k in range(300)}} | {{-1, -2}}\n"
+            f"    assert candidate(12) == {{k * {P61} for k in range(12)}} | {{-1, -2}}\n",
+            "keys",
         ),
         None,
     ),
-    "a_dict_with_a_few_colliding_keys": (
+    "a_dict_with_hundreds_of_keys_sharing_a_hash": (
         f"def table(n):\n    return {{k * {P61}: k for k in range(n)}}\n",
-        check_tests(f"def check(candidate):\n    assert candidate(8)[7 * {P61}] == 7\n", "table"),
+        check_tests(f"def check(candidate):\n    assert candidate(300)[299 * {P61}] == 299\n", "table"),
         None,
     ),
     "twenty_thousand_distinct_items": (
@@ -582,16 +584,19 @@ def test_wire_bounds_on_ints_and_hashes():
     with pytest.raises(WireError, match="digits"):
         decode(b"i" + b"f" * 10**7 + b";")  # refused before it is converted
     assert time.process_time() - start < 0.5
-    colliding = [k * P61 for k in range(1, 40)]
-    few = colliding[:MAX_EQUAL_HASHES]
-    assert decode(encode(set(few))) == set(few) and decode(encode(dict.fromkeys(few))) == dict.fromkeys(few)
-    for value in (set(colliding), frozenset(colliding), dict.fromkeys(colliding), {(x,) for x in colliding}):
+    # keys sharing one hash: a hundred cost ~10**5 character comparisons to put in a set, 5,000 about 2.5 * 10**8
+    few, many = [k * P61 for k in range(1, 101)], [k * P61 for k in range(1, 5001)]
+    cost = len(few) * (len(few) - 1) // 2 * len(encode(few[-1]))
+    assert 20 * cost < MAX_COLLISION_COST < 60 * cost
+    for value in (set(few), frozenset(few), dict.fromkeys(few), {(x,) for x in few}, [set(few)] * 20):
+        assert decode(encode(value)) == value
+    for value in (set(many), frozenset(many), dict.fromkeys(many), {(x,) for x in many}, [set(few)] * 60):
         start = time.process_time()
-        with pytest.raises(WireError, match="hash"):
+        with pytest.raises(WireError, match="hash"):  # the cost is summed over the whole message
             decode(encode(value))
         assert time.process_time() - start < 0.5
     # dict keys in a call's JSON form are strings (randomised hashes): decoded, not refused
-    assert len(decode(encode(dict.fromkeys(colliding)), json_like=True)) == len(colliding)
+    assert len(decode(encode(dict.fromkeys(many)), json_like=True)) == len(many)
     assert decode(encode(set(range(10000)))) == set(range(10000))  # many keys, distinct hashes
 
 
