@@ -27,8 +27,9 @@ ON_DIFFERENCES = (
         reason="the first reward function is CoDaPO's correctness (difficulty d = 1 - mean correctness), which must "
         "be a 0/1 score or a pass rate; TRL's tests reward with a random reward model or a completion length, "
         "outside [0, 1], and CoDaPO stops at the first such batch with an error naming the reward",
-        our_test="tests/integration/test_trainer.py::test_correctness_outside_zero_one_is_refused",
-        message=r"outside \[0, 1\]",
+        our_test="tests/integration/test_correctness_scripts.py::"
+        "test_a_continuous_score_is_refused_on_the_first_batch_then_trains_with_a_threshold",
+        message=r"which is not 0 or 1",
     ),
     Difference(
         reason="a reward of None for every rollout leaves correctness undefined, so every question's value is 0 and "
