@@ -86,7 +86,7 @@ QUALITY_VENV ?= .venv-quality
 QUALITY_PY := $(QUALITY_VENV)/bin/python
 QUALITY_STAMP := $(QUALITY_VENV)/.codapo-installed
 QUALITY_TOOLS ?= ruff==0.17.6 codespell==2.4.1
-LINT_PATHS := codapo_trl tests recipes benchmarks experiments
+LINT_PATHS := codapo_trl tests recipes benchmarks experiments tools
 
 $(QUALITY_STAMP):
 	$(PYTHON) -m venv $(QUALITY_VENV)
@@ -116,5 +116,5 @@ DROPIN_WORK ?= /tmp/codapo-dropin
 DROPIN_ARGS ?=
 dropin: $(STAMP)
 	@test -n "$(TRL_TESTS)" || { echo "usage: make dropin TRL_TESTS=<path to TRL's tests/ folder>"; exit 2; }
-	cd experiments && PYTHONPATH=. $(abspath $(PY)) -m trl_dropin --trl-tests $(abspath $(TRL_TESTS)) \
+	cd tools && PYTHONPATH=. $(abspath $(PY)) -m trl_dropin --trl-tests $(abspath $(TRL_TESTS)) \
 		--work $(DROPIN_WORK) $(DROPIN_ARGS)

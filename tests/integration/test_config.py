@@ -52,6 +52,10 @@ def test_is_a_grpo_config():
         (dict(codapo_weight_offset=float("nan")), "codapo_weight_offset must be a finite number >= 0"),
         (dict(loss_type="ppo"), "loss_type='ppo' is not supported"),
         (dict(codapo_correctness_reward="  "), "codapo_correctness_reward must be a reward function name"),
+        (dict(codapo_correctness_reward=[]), "codapo_correctness_reward must be a reward function name"),
+        (dict(codapo_correctness_kind="fraction"), "codapo_correctness_kind='fraction' is not supported"),
+        (dict(codapo_correctness_kind="binary", codapo_correctness_threshold=0.5), "not both"),
+        (dict(codapo_correctness_threshold=float("inf")), "codapo_correctness_threshold must be a finite number"),
         (
             dict(per_device_train_batch_size=2, gradient_accumulation_steps=3, steps_per_generation=4),
             r"steps_per_generation \(4\) must be a multiple of gradient_accumulation_steps \(3\)",
@@ -143,6 +147,26 @@ def test_trl_parser_reads_yaml_and_command_line(tmp_path):
     assert args.codapo_resample_timing == "after_update" and args.codapo_weight_offset == 0.1
 
 
+def test_trl_parser_reads_the_correctness_options(tmp_path):
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(
+        "output_dir: out\nuse_cpu: true\nbf16: false\ncodapo_correctness_reward: accuracy_reward\n"
+        "codapo_correctness_threshold: 0.5\n"
+    )
+    parser = TrlParser((CoDaPOConfig,))
+    (args,) = parser.parse_args_and_config(["--config", str(recipe)])
+    assert args.codapo_correctness_reward == ["accuracy_reward"] and args.codapo_correctness_threshold == 0.5
+    recipe.write_text("output_dir: out\nuse_cpu: true\nbf16: false\ncodapo_correctness_reward: [a, b]\n")
+    parser = TrlParser((CoDaPOConfig,))  # a parser keeps the previous recipe's values as its defaults
+    (args,) = parser.parse_args_and_config(["--config", str(recipe), "--codapo_correctness_kind", "pass_rate"])
+    assert args.codapo_correctness_reward == ["a", "b"] and args.codapo_correctness_kind == "pass_rate"
+    parser = TrlParser((CoDaPOConfig,))
+    (args,) = parser.parse_args_and_config(
+        ["--output_dir", "x", "--bf16", "false", "--codapo_correctness_reward", "a", "b"]
+    )
+    assert args.codapo_correctness_reward == ["a", "b"]
+
+
 def test_trl_parser_rejects_bad_choices_and_unknown_keys(tmp_path):
     parser = TrlParser((CoDaPOConfig,))
     with pytest.raises(SystemExit):
@@ -168,7 +192,7 @@ def test_trainer_needs_a_codapo_config(tiny_model_dir):
 
 def test_trainer_rejects_unknown_correctness_reward(tiny_model_dir, tmp_path):
     args = config(output_dir=str(tmp_path), codapo_correctness_reward="accuracy")
-    with pytest.raises(ValueError, match=r"is not one of the trainer's reward functions \['parity_reward'\]"):
+    with pytest.raises(ValueError, match=r"which is not one of the trainer's reward functions \['parity_reward'\]"):
         CoDaPOTrainer(tiny_model_dir, parity_reward, args=args, train_dataset=question_dataset())
 
 
