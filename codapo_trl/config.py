@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 from dataclasses import dataclass, field
@@ -21,6 +22,30 @@ RESAMPLE_TIMINGS = ("before_update", "after_update")
 SELECTIONS = ("value", "uniform")
 
 ValueFunctionName = Literal["linear", "reverse", "edges", "center", "constant"]
+
+
+def has_activation_checkpointing(config_class: type = GRPOConfig) -> bool:
+    """Whether the installed transformers names the training config's checkpointing switch `activation_checkpointing`
+    (transformers >= 5.23) rather than only `gradient_checkpointing` (older releases; the old name still works there
+    after, with a `FutureWarning`, until v6)."""
+    return "activation_checkpointing" in {f.name for f in dataclasses.fields(config_class)}
+
+
+def checkpointing_argument(enabled: bool, config_class: type = GRPOConfig) -> dict[str, bool]:
+    """The keyword argument of a training config that turns activation checkpointing on or off, under the name the
+    installed transformers knows (see [`has_activation_checkpointing`]): `{"activation_checkpointing": enabled}`, or
+    `{"gradient_checkpointing": enabled}` before transformers 5.23.
+
+    Example:
+        ```python
+        >>> args = CoDaPOConfig(output_dir="out", **checkpointing_argument(False))
+        >>> args.gradient_checkpointing
+        False
+
+        ```
+    """
+    name = "activation_checkpointing" if has_activation_checkpointing(config_class) else "gradient_checkpointing"
+    return {name: enabled}
 
 
 @dataclass
