@@ -48,6 +48,10 @@ def checkpointing_argument(enabled: bool, config_class: type = GRPOConfig) -> di
     return {name: enabled}
 
 
+_TRL_DEFAULTS = {f.name: f.default for f in dataclasses.fields(GRPOConfig)}
+_TRL_GRADIENT_CHECKPOINTING_DEFAULT = _TRL_DEFAULTS["gradient_checkpointing"]  # True in TRL 1.16
+
+
 @dataclass
 class CoDaPOConfig(GRPOConfig):
     r"""
@@ -230,6 +234,15 @@ class CoDaPOConfig(GRPOConfig):
         return max(1, self.steps_per_generation // self.gradient_accumulation_steps) * self.num_iterations
 
     def __post_init__(self):
+        # TRL 1.16 declares its default (checkpointing on) under transformers' old name `gradient_checkpointing`, so
+        # from transformers 5.23 every config that leaves it alone prints transformers' FutureWarning. A value nobody
+        # set is passed on under the new name; one set under the old name still warns, as it should.
+        if (
+            has_activation_checkpointing(type(self))
+            and self.activation_checkpointing is None
+            and self.gradient_checkpointing is _TRL_GRADIENT_CHECKPOINTING_DEFAULT
+        ):
+            self.activation_checkpointing = self.gradient_checkpointing
         super().__post_init__()
 
         for name in ("codapo_confidence_fn", "codapo_difficulty_fn"):

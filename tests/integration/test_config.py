@@ -37,6 +37,13 @@ def test_checkpointing_is_switched_under_the_name_the_installed_transformers_kno
             args = config(**checkpointing_argument(enabled))
         assert args.gradient_checkpointing is enabled
         assert not [str(w.message) for w in caught if "checkpointing" in str(w.message)]
+    # TRL's default (on), left alone, arrives without the warning; a value set under the old name still warns
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert config().gradient_checkpointing is True
+        assert config(gradient_checkpointing=False).gradient_checkpointing is False
+    warned = [str(w.message) for w in caught if "checkpointing" in str(w.message)]
+    assert len(warned) == (1 if has_activation_checkpointing() else 0)
     # the job's alias for an older transformers reads the recipes' key, bare flag included
     (alias,) = TrlParser((ActivationCheckpointingAlias,)).parse_args_and_config(["--activation_checkpointing"])
     assert alias.activation_checkpointing is True
