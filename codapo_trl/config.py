@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 from dataclasses import dataclass, field
@@ -22,6 +23,34 @@ RESAMPLE_TIMINGS = ("before_update", "after_update")
 SELECTIONS = ("value", "uniform")
 
 ValueFunctionName = Literal["linear", "reverse", "edges", "center", "constant"]
+
+
+def has_activation_checkpointing(config_class: type = GRPOConfig) -> bool:
+    """Whether the installed transformers names the training config's checkpointing switch `activation_checkpointing`
+    (transformers >= 5.23) rather than only `gradient_checkpointing` (older releases; the old name still works there
+    after, with a `FutureWarning`, until v6)."""
+    return "activation_checkpointing" in {f.name for f in dataclasses.fields(config_class)}
+
+
+def checkpointing_argument(enabled: bool, config_class: type = GRPOConfig) -> dict[str, bool]:
+    """The keyword argument of a training config that turns activation checkpointing on or off, under the name the
+    installed transformers knows (see [`has_activation_checkpointing`]): `{"activation_checkpointing": enabled}`, or
+    `{"gradient_checkpointing": enabled}` before transformers 5.23.
+
+    Example:
+        ```python
+        >>> args = CoDaPOConfig(output_dir="out", **checkpointing_argument(False))
+        >>> args.gradient_checkpointing
+        False
+
+        ```
+    """
+    name = "activation_checkpointing" if has_activation_checkpointing(config_class) else "gradient_checkpointing"
+    return {name: enabled}
+
+
+_TRL_DEFAULTS = {f.name: f.default for f in dataclasses.fields(GRPOConfig)}
+_TRL_GRADIENT_CHECKPOINTING_DEFAULT = _TRL_DEFAULTS["gradient_checkpointing"]  # True in TRL 1.16
 
 
 @dataclass
@@ -231,6 +260,15 @@ class CoDaPOConfig(GRPOConfig):
         return max(1, self.steps_per_generation // self.gradient_accumulation_steps) * self.num_iterations
 
     def __post_init__(self):
+        # TRL 1.16 declares its default (checkpointing on) under transformers' old name `gradient_checkpointing`, so
+        # from transformers 5.23 every config that leaves it alone prints transformers' FutureWarning. A value nobody
+        # set is passed on under the new name; one set under the old name still warns, as it should.
+        if (
+            has_activation_checkpointing(type(self))
+            and self.activation_checkpointing is None
+            and self.gradient_checkpointing is _TRL_GRADIENT_CHECKPOINTING_DEFAULT
+        ):
+            self.activation_checkpointing = self.gradient_checkpointing
         super().__post_init__()
 
         for name in ("codapo_confidence_fn", "codapo_difficulty_fn"):

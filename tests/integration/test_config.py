@@ -3,6 +3,7 @@
 import dataclasses
 import subprocess
 import sys
+import warnings
 
 import pytest
 from datasets import Dataset
@@ -10,6 +11,8 @@ from fakes import parity_reward, question_dataset
 from trl import GRPOConfig, TrlParser
 
 from codapo_trl import CoDaPOConfig, CoDaPOTrainer
+from codapo_trl.config import checkpointing_argument, has_activation_checkpointing
+from codapo_trl.jobs.train import ActivationCheckpointingAlias
 
 
 BASE = dict(
@@ -19,6 +22,31 @@ BASE = dict(
 
 def config(**overrides) -> CoDaPOConfig:
     return CoDaPOConfig(**{**BASE, **overrides})
+
+
+def test_checkpointing_is_switched_under_the_name_the_installed_transformers_knows():
+    @dataclasses.dataclass
+    class OldTrainingArguments:  # transformers < 5.23: no activation_checkpointing field
+        gradient_checkpointing: bool = False
+
+    assert not has_activation_checkpointing(OldTrainingArguments)
+    assert checkpointing_argument(True, OldTrainingArguments) == {"gradient_checkpointing": True}
+    for enabled in (True, False):  # the installed transformers: the value arrives, without a FutureWarning
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            args = config(**checkpointing_argument(enabled))
+        assert args.gradient_checkpointing is enabled
+        assert not [str(w.message) for w in caught if "checkpointing" in str(w.message)]
+    # TRL's default (on), left alone, arrives without the warning; a value set under the old name still warns
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert config().gradient_checkpointing is True
+        assert config(gradient_checkpointing=False).gradient_checkpointing is False
+    warned = [str(w.message) for w in caught if "checkpointing" in str(w.message)]
+    assert len(warned) == (1 if has_activation_checkpointing() else 0)
+    # the job's alias for an older transformers reads the recipes' key, bare flag included
+    (alias,) = TrlParser((ActivationCheckpointingAlias,)).parse_args_and_config(["--activation_checkpointing"])
+    assert alias.activation_checkpointing is True
 
 
 def test_defaults_are_the_papers():
