@@ -9,7 +9,7 @@ TORCH_SPEC ?= torch==2.13.0
 STAMP := $(VENV)/.codapo-installed
 PYTEST_ARGS ?=
 
-.PHONY: install demo test test-isa test-unit test-slow test-all test-gpu quality style bench bench-sandbox install-vllm test-vllm demo-vllm dropin
+.PHONY: install demo test test-isa test-unit test-slow test-all test-gpu quality package-check style bench bench-sandbox install-vllm test-vllm demo-vllm dropin
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -80,23 +80,37 @@ GPU_PYTHON ?= $(PY)
 test-gpu: $(if $(filter $(PY),$(GPU_PYTHON)),$(STAMP))
 	$(GPU_PYTHON) -m pytest -m gpu tests/gpu $(PYTEST_ARGS)
 
-# Lint, format and spelling in a small venv of their own: no torch, no DeepSpeed (seconds to build). The same pinned
-# versions as .pre-commit-config.yaml.
+# Lint, format, spelling and the package build in a small venv of their own: no torch, no DeepSpeed (seconds to
+# build). The same pinned versions as .pre-commit-config.yaml. setuptools is the oldest release pyproject.toml's
+# build requirement allows (the isolated build below gets the newest). The stamp follows this file, so a change of
+# QUALITY_TOOLS reaches an existing venv.
 QUALITY_VENV ?= .venv-quality
 QUALITY_PY := $(QUALITY_VENV)/bin/python
 QUALITY_STAMP := $(QUALITY_VENV)/.codapo-installed
-QUALITY_TOOLS ?= ruff==0.17.6 codespell==2.4.1
-LINT_PATHS := codapo_trl tests recipes benchmarks experiments
+QUALITY_TOOLS ?= ruff==0.17.6 codespell==2.4.1 build==1.6.1 setuptools==77.0.3 pip==26.3
+LINT_PATHS := codapo_trl tests recipes benchmarks experiments tools
 
-$(QUALITY_STAMP):
+$(QUALITY_STAMP): Makefile
 	$(PYTHON) -m venv $(QUALITY_VENV)
 	$(QUALITY_PY) -m pip install -q $(QUALITY_TOOLS)
 	touch $(QUALITY_STAMP)
 
-quality: $(QUALITY_STAMP)
+quality: $(QUALITY_STAMP) package-check
 	$(QUALITY_PY) -m ruff check $(LINT_PATHS)
 	$(QUALITY_PY) -m ruff format --check $(LINT_PATHS)
 	$(QUALITY_VENV)/bin/codespell
+
+# The sdist and the wheel (built from the sdist) with every Python warning an error, so that package metadata in a
+# deprecated form (e.g. `license` as a TOML table, which setuptools stops accepting) fails here instead of on a user's
+# fresh install: once with the oldest setuptools the build requirement allows (.venv-quality's, no isolation) and
+# once in an isolated build environment, as pip builds it (the newest setuptools allowed). The output is shown only
+# when a build fails.
+package-check: $(QUALITY_STAMP)
+	@out=$$(mktemp -d) && for mode in --no-isolation ""; do \
+		echo "package-check: python -m build $${mode:-(isolated)}, warnings as errors"; \
+		PYTHONWARNINGS=error $(QUALITY_PY) -m build $$mode --outdir $$out/dist . >$$out/log 2>&1 \
+			|| { cat $$out/log; rm -rf $$out; echo "package-check: the build failed or warned (log above)"; exit 1; }; \
+	done; rm -rf $$out
 
 style: $(QUALITY_STAMP)
 	$(QUALITY_PY) -m ruff check --fix $(LINT_PATHS)
@@ -116,5 +130,5 @@ DROPIN_WORK ?= /tmp/codapo-dropin
 DROPIN_ARGS ?=
 dropin: $(STAMP)
 	@test -n "$(TRL_TESTS)" || { echo "usage: make dropin TRL_TESTS=<path to TRL's tests/ folder>"; exit 2; }
-	cd experiments && PYTHONPATH=. $(abspath $(PY)) -m trl_dropin --trl-tests $(abspath $(TRL_TESTS)) \
+	cd tools && PYTHONPATH=. $(abspath $(PY)) -m trl_dropin --trl-tests $(abspath $(TRL_TESTS)) \
 		--work $(DROPIN_WORK) $(DROPIN_ARGS)

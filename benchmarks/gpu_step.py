@@ -172,6 +172,7 @@ def run_arm(arm: str, model: str, options: argparse.Namespace, workdir: Path) ->
     from trl import GRPOConfig, GRPOTrainer
 
     from codapo_trl import CoDaPOConfig, CoDaPOTrainer
+    from codapo_trl.config import checkpointing_argument
 
     cuda = options.device == "cuda"
     if cuda and not torch.cuda.is_available():
@@ -195,7 +196,7 @@ def run_arm(arm: str, model: str, options: argparse.Namespace, workdir: Path) ->
         use_cpu=not cuda,
         bf16=cuda,  # the paper's precision on the GPU; float32 on CPU, whose bf16 kernels depend on the processor
         model_init_kwargs={"dtype": "bfloat16" if cuda else "float32", "attn_implementation": "sdpa"},
-        gradient_checkpointing=options.gradient_checkpointing,
+        **checkpointing_argument(options.gradient_checkpointing),
         seed=options.seed,
         disable_tqdm=True,
         **extra,

@@ -36,6 +36,7 @@ from transformers import TrainerCallback
 from trl import GRPOConfig, GRPOTrainer
 
 from codapo_trl import CoDaPOConfig, CoDaPOTrainer, GRPODynamicsTrainer
+from codapo_trl.config import checkpointing_argument
 from codapo_trl.vllm_cpu import with_cpu_vllm_sync
 
 
@@ -139,7 +140,7 @@ def run(
         save_strategy="no",
         use_cpu=options.device == "cpu",
         bf16=options.device != "cpu",
-        gradient_checkpointing=False,
+        **checkpointing_argument(False),
         seed=options.seed,
         disable_tqdm=True,
         **extra,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 from dataclasses import dataclass, field
@@ -10,6 +11,7 @@ from typing import Literal
 from trl import GRPOConfig
 
 from .coda import VALUE_FUNCTIONS
+from .correctness import CORRECTNESS_KINDS
 
 
 logger = logging.getLogger(__name__)
@@ -21,6 +23,34 @@ RESAMPLE_TIMINGS = ("before_update", "after_update")
 SELECTIONS = ("value", "uniform")
 
 ValueFunctionName = Literal["linear", "reverse", "edges", "center", "constant"]
+
+
+def has_activation_checkpointing(config_class: type = GRPOConfig) -> bool:
+    """Whether the installed transformers names the training config's checkpointing switch `activation_checkpointing`
+    (transformers >= 5.23) rather than only `gradient_checkpointing` (older releases; the old name still works there
+    after, with a `FutureWarning`, until v6)."""
+    return "activation_checkpointing" in {f.name for f in dataclasses.fields(config_class)}
+
+
+def checkpointing_argument(enabled: bool, config_class: type = GRPOConfig) -> dict[str, bool]:
+    """The keyword argument of a training config that turns activation checkpointing on or off, under the name the
+    installed transformers knows (see [`has_activation_checkpointing`]): `{"activation_checkpointing": enabled}`, or
+    `{"gradient_checkpointing": enabled}` before transformers 5.23.
+
+    Example:
+        ```python
+        >>> args = CoDaPOConfig(output_dir="out", **checkpointing_argument(False))
+        >>> args.gradient_checkpointing
+        False
+
+        ```
+    """
+    name = "activation_checkpointing" if has_activation_checkpointing(config_class) else "gradient_checkpointing"
+    return {name: enabled}
+
+
+_TRL_DEFAULTS = {f.name: f.default for f in dataclasses.fields(GRPOConfig)}
+_TRL_GRADIENT_CHECKPOINTING_DEFAULT = _TRL_DEFAULTS["gradient_checkpointing"]  # True in TRL 1.16
 
 
 @dataclass
@@ -57,10 +87,20 @@ class CoDaPOConfig(GRPOConfig):
         codapo_weight_offset (`float`, *optional*, defaults to `0.0`):
             Constant added to every value. The paper uses none; the authors' released code uses `0.1`. Must be
             non-negative.
-        codapo_correctness_reward (`str` or `None`, *optional*, defaults to `None`):
-            Name of the reward function whose reward, which must lie in [0, 1] (a 0/1 score or a pass rate), is the
-            correctness that defines difficulty. `None` uses the first reward function. A question whose correctness
-            is undefined (the reward function returned `None`) gets `v = 0` and is never resampled.
+        codapo_correctness_reward (`str`, `list[str]` or `None`, *optional*, defaults to `None`):
+            Name of the reward function that scores correctness, which defines difficulty; for multi-task data a list
+            of names, each row's correctness then coming from the one of them that scored it (the others return
+            `None` for it). `None`: the only reward function, or the only known verifier among several (ours from
+            `codapo_trl.rewards`, TRL's `accuracy_reward`); any other case is an error at construction. A question
+            that no correctness reward scored gets `v = 0` and is never resampled.
+        codapo_correctness_kind (`str` or `None`, *optional*, defaults to `None`):
+            What the correctness reward returns: `"binary"` (0 or 1 per rollout) or `"pass_rate"` (a fraction in
+            [0, 1], e.g. of tests passed). `None`: what the reward function declares itself (its `correctness_kind`
+            attribute; ours do), else `"binary"`. A value that breaks the kind stops training with the reward's name
+            and the value.
+        codapo_correctness_threshold (`float` or `None`, *optional*, defaults to `None`):
+            For a reward model or any continuous score: a rollout is correct when its score is `>= threshold`.
+            Excludes `codapo_correctness_kind`. A reward model as correctness reward needs it.
 
         > Parameters that control CoDaSampling
 
@@ -139,11 +179,26 @@ class CoDaPOConfig(GRPOConfig):
             "help": "Constant added to every value (>= 0). The paper uses 0; the authors' released code uses 0.1."
         },
     )
-    codapo_correctness_reward: str | None = field(
+    codapo_correctness_reward: list[str] | None = field(
         default=None,
         metadata={
-            "help": "Name of the reward function whose reward (in [0, 1]) is the correctness defining "
-            "difficulty. Default: the first reward function."
+            "help": "Name of the reward function that scores correctness (defining difficulty), or one name per task "
+            "for multi-task data (each row's correctness from the one that scored it). Default: the only reward "
+            "function, or the only known verifier; otherwise it must be set."
+        },
+    )
+    codapo_correctness_kind: Literal["binary", "pass_rate"] | None = field(
+        default=None,
+        metadata={
+            "help": "What the correctness reward returns: 'binary' (0/1) or 'pass_rate' (a fraction in [0, 1]). "
+            "Default: the reward function's own declaration (its correctness_kind attribute), else 'binary'."
+        },
+    )
+    codapo_correctness_threshold: float | None = field(
+        default=None,
+        metadata={
+            "help": "For a reward model or a continuous score: a rollout is correct when its score is >= this "
+            "threshold. Excludes codapo_correctness_kind."
         },
     )
     codapo_sampling: bool = field(
@@ -205,6 +260,15 @@ class CoDaPOConfig(GRPOConfig):
         return max(1, self.steps_per_generation // self.gradient_accumulation_steps) * self.num_iterations
 
     def __post_init__(self):
+        # TRL 1.16 declares its default (checkpointing on) under transformers' old name `gradient_checkpointing`, so
+        # from transformers 5.23 every config that leaves it alone prints transformers' FutureWarning. A value nobody
+        # set is passed on under the new name; one set under the old name still warns, as it should.
+        if (
+            has_activation_checkpointing(type(self))
+            and self.activation_checkpointing is None
+            and self.gradient_checkpointing is _TRL_GRADIENT_CHECKPOINTING_DEFAULT
+        ):
+            self.activation_checkpointing = self.gradient_checkpointing
         super().__post_init__()
 
         for name in ("codapo_confidence_fn", "codapo_difficulty_fn"):
@@ -233,8 +297,30 @@ class CoDaPOConfig(GRPOConfig):
                 f"codapo_weight_offset must be a finite number >= 0 (a negative value would flip the sign of "
                 f"advantages), got {self.codapo_weight_offset}."
             )
-        if self.codapo_correctness_reward is not None and not self.codapo_correctness_reward.strip():
-            raise ValueError("codapo_correctness_reward must be a reward function name or None, not an empty string.")
+        if isinstance(self.codapo_correctness_reward, str):
+            self.codapo_correctness_reward = [self.codapo_correctness_reward]
+        if self.codapo_correctness_reward is not None:
+            names = list(self.codapo_correctness_reward)
+            if not names or not all(isinstance(n, str) and n.strip() for n in names):
+                raise ValueError(
+                    f"codapo_correctness_reward must be a reward function name, a list of them or None, got {names!r}."
+                )
+            self.codapo_correctness_reward = names
+        if self.codapo_correctness_kind is not None and self.codapo_correctness_kind not in CORRECTNESS_KINDS:
+            raise ValueError(
+                f"codapo_correctness_kind={self.codapo_correctness_kind!r} is not supported; set it to one of "
+                f"{list(CORRECTNESS_KINDS)}, or set codapo_correctness_threshold for a score."
+            )
+        if self.codapo_correctness_threshold is not None:
+            if self.codapo_correctness_kind is not None:
+                raise ValueError(
+                    "Set either codapo_correctness_kind or codapo_correctness_threshold, not both (a threshold is its "
+                    "own kind: score >= threshold counts as correct)."
+                )
+            if not math.isfinite(self.codapo_correctness_threshold):
+                raise ValueError(
+                    f"codapo_correctness_threshold must be a finite number, got {self.codapo_correctness_threshold}."
+                )
 
         if self.codapo_top_k is not None and (
             isinstance(self.codapo_top_k, bool) or not isinstance(self.codapo_top_k, int)

@@ -125,10 +125,10 @@ class CoDaPOTrainer(CPUVLLMMixin, DynamicsMixin, GRPOTrainer):
             logger.warning(
                 "CoDaPO objective with %d reward functions %s: the advantages use their weighted combination (TRL's "
                 "reward_weights, multi_objective_aggregation), while difficulty, hence the values and the selection, "
-                "uses the correctness reward %r alone.",
+                "uses the correctness reward %s alone.",
                 len(self.reward_func_names),
                 self.reward_func_names,
-                self.correctness_reward_name,
+                self.correctness_spec.describe(),
             )
 
     # ------------------------------------------------------------------ data: every B batch is delivered twice
@@ -152,7 +152,9 @@ class CoDaPOTrainer(CPUVLLMMixin, DynamicsMixin, GRPOTrainer):
             log_dynamics=args.codapo_dynamics,
             question_log=args.codapo_question_log,
             correctness_reward=args.codapo_correctness_reward,
-            correctness_option="codapo_correctness_reward",
+            correctness_kind=args.codapo_correctness_kind,
+            correctness_threshold=args.codapo_correctness_threshold,
+            option_prefix="codapo_",
         )
 
     @property

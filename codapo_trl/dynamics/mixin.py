@@ -32,6 +32,7 @@ from trl import GRPOTrainer
 from .. import _trl_compat as compat
 from .. import coda
 from .._trl_compat import disable_gradient_checkpointing
+from ..correctness import CorrectnessSpec, declared_kind, read_correctness, resolve_correctness
 from ..logprob_recorder import record_sampled_logprobs
 from ..rewards import check_reward_columns
 from ..vllm_cpu import CPUVLLMMixin
@@ -57,7 +58,8 @@ REWARDS_PER_FUNC_KEY = "dynamics_rewards_per_func"
 """Output key of the batch's rewards as TRL computed them (all processes' rollouts x reward functions), from
 [`DynamicsMixin._scored_batch`] to [`DynamicsMixin._annotate_groups`], which takes it out."""
 MAX_UNDEFINED_BATCHES = 5
-"""Consecutive batches with no defined correctness after which CoDaPO stops with an error."""
+"""Consecutive batches with no defined correctness after which CoDaPO stops with an error (its correctness reward
+scores nothing it is given: a missing column, or a task it does not grade; it would train on nothing)."""
 
 # Keys of TRL's generation output that the policy forward pass needs besides the token ids (multimodal models).
 _FORWARD_KEYS = (
@@ -87,14 +89,20 @@ class DynamicsOptions:
     Attributes:
         log_dynamics (`bool`): log the per-difficulty-bin metrics.
         question_log (`str` or `None`): path of the per-question JSONL log (relative to `output_dir`), or none.
-        correctness_reward (`str` or `None`): the reward function that scores correctness (`None`: the first one).
-        correctness_option (`str`): how the user sets `correctness_reward`, named in error messages.
+        correctness_reward (`str`, `list[str]` or `None`): the reward function(s) that score correctness (`None`: the
+            only reward function, or the only known verifier; see `codapo_trl.correctness`).
+        correctness_kind (`str` or `None`): `"binary"` or `"pass_rate"` for every correctness reward (`None`: each
+            one's own declaration, else binary).
+        correctness_threshold (`float` or `None`): a score `>= threshold` counts as correct.
+        option_prefix (`str`): prefix of the option names (`correctness_reward`, ...) quoted in error messages.
     """
 
     log_dynamics: bool = True
     question_log: str | None = None
-    correctness_reward: str | None = None
-    correctness_option: str = "correctness_reward"
+    correctness_reward: str | list[str] | None = None
+    correctness_kind: str | None = None
+    correctness_threshold: float | None = None
+    option_prefix: str = ""
 
 
 @dataclass
@@ -117,9 +125,14 @@ class DynamicsMixin:
         question_log (`str`, *optional*):
             Path of a JSONL file with one row per question per update (relative paths are under `output_dir`).
             Default: no file (CoDaPOTrainer: the config's `codapo_question_log`).
-        correctness_reward (`str`, *optional*):
-            Name of the reward function whose reward, in [0, 1], is correctness. Default: the first reward function
-            (CoDaPOTrainer: the config's `codapo_correctness_reward`).
+        correctness_reward (`str` or `list[str]`, *optional*):
+            Name of the reward function that scores correctness, or one name per task for multi-task data. Default:
+            the only reward function, or the only known verifier (CoDaPOTrainer: the config's
+            `codapo_correctness_reward`). When correctness only feeds the logged metrics and several rewards leave
+            it in doubt, the first reward function is read, with a warning.
+        correctness_kind (`str`, *optional*), correctness_threshold (`float`, *optional*):
+            The correctness rewards' kind (`"binary"`, `"pass_rate"`) or threshold; default: each reward's own
+            declaration, else binary (CoDaPOTrainer: `codapo_correctness_kind`, `codapo_correctness_threshold`).
 
     TRL hooks overridden here (each calls `super()`, which is TRL's `GRPOTrainer`; named in `_trl_compat`):
 
@@ -142,7 +155,9 @@ class DynamicsMixin:
         *args,
         log_dynamics: bool | None = None,
         question_log: str | None = None,
-        correctness_reward: str | None = None,
+        correctness_reward: str | list[str] | None = None,
+        correctness_kind: str | None = None,
+        correctness_threshold: float | None = None,
         **kwargs,
     ):
         super().__init__(*args, **kwargs)
@@ -155,17 +170,21 @@ class DynamicsMixin:
             options.question_log = question_log
         if correctness_reward is not None:
             options.correctness_reward = correctness_reward
+        if correctness_kind is not None:
+            options.correctness_kind = correctness_kind
+        if correctness_threshold is not None:
+            options.correctness_threshold = correctness_threshold
         self._dynamics_options = options
         self.log_dynamics = options.log_dynamics
         self.question_log_path = None
         if options.question_log:
             self.question_log_path = os.path.join(self.args.output_dir, options.question_log)
-        self._correctness_index = self._resolve_correctness_reward(options.correctness_reward)
+        self.correctness_spec = self._resolve_correctness(options)
         self._budget = BudgetState()
         self._capture: _Capture | None = None
         self._bin_sums: torch.Tensor | None = None
         self._warned_untrusted_recording = False
-        self._warned_correctness_range = False
+        self._warned_correctness_kind = False
         self._undefined_batches = 0  # consecutive batches whose correctness is undefined for every rollout
 
     # ------------------------------------------------------------------ hooks for subclasses
@@ -205,19 +224,31 @@ class DynamicsMixin:
 
     @property
     def correctness_reward_name(self) -> str:
-        """The name of the reward function whose reward is correctness (difficulty, the bins' correct/incorrect)."""
-        return self.reward_func_names[self._correctness_index]
+        """The name(s) of the reward function(s) that score correctness (difficulty, the bins' correct/incorrect),
+        comma-separated when there are several (multi-task data)."""
+        return ", ".join(self.correctness_spec.names)
 
-    def _resolve_correctness_reward(self, name: str | None) -> int:
-        if name is None:
-            return 0
-        if name not in self.reward_func_names:
-            raise ValueError(
-                f"The correctness reward {name!r} is not one of the trainer's reward functions "
-                f"{self.reward_func_names}. Set {self._dynamics_options.correctness_option} to the name of the "
-                "reward that measures correctness."
+    def _resolve_correctness(self, options: DynamicsOptions) -> CorrectnessSpec:
+        """`codapo_trl.correctness.resolve_correctness` on this trainer's rewards. Where correctness only feeds the
+        logged metrics, a doubt about which reward it is is not an error: the first reward function is read, with a
+        warning (a plain GRPO run is never stopped for its metrics)."""
+        try:
+            return resolve_correctness(
+                self.reward_funcs,
+                self.reward_func_names,
+                options.correctness_reward,
+                options.correctness_kind,
+                options.correctness_threshold,
+                prefix=options.option_prefix,
             )
-        return self.reward_func_names.index(name)
+        except ValueError as error:
+            if self._correctness_drives_training or options.correctness_reward is not None:
+                raise
+            if not self.reward_func_names:
+                raise
+            declared = declared_kind(self.reward_funcs[0]) or ("pass_rate", None)
+            logger.warning("%s The dynamics metrics read the first reward function meanwhile.", error)
+            return CorrectnessSpec((0,), (self.reward_func_names[0],), (declared[0],), (declared[1],))
 
     # ------------------------------------------------------------------ what TRL computes and does not return
     @contextlib.contextmanager
@@ -374,53 +405,57 @@ class DynamicsMixin:
         return stats
 
     def _check_correctness(self, rewards_per_func: torch.Tensor) -> torch.Tensor:
-        """The correctness column of a batch's rewards (all processes), checked.
+        """The correctness of a batch's rollouts (all processes), read by `codapo_trl.correctness.read_correctness`.
 
-        A value outside [0, 1] is a configuration error when correctness drives training (a {0, 2} reward would read
-        as "all correct" once clamped), so it stops the run; for the logged dynamics alone it is clamped, with a
-        warning. A batch whose correctness is undefined for every rollout is counted (`dynamics/correctness_
-        undefined_frac`) and warned about; after `MAX_UNDEFINED_BATCHES` such batches in a row, training that
-        depends on correctness stops (it would be training on nothing).
+        A value that breaks its reward's declared kind (or a row scored by two correctness rewards) stops the run when
+        correctness drives training; for the logged dynamics alone it is warned about once and read clamped to
+        [0, 1]. When the correctness reward was picked (the only known verifier among several) and leaves rows
+        unscored that another reward scored, the pick was in doubt after all: the run stops with the fix. A batch
+        whose correctness is undefined for every rollout is counted (`rewards/correctness_undefined_frac`) and warned
+        about; after `MAX_UNDEFINED_BATCHES` such batches in a row, training that depends on correctness stops.
         """
-        name = self.reward_func_names[self._correctness_index]
-        correctness = rewards_per_func[:, self._correctness_index].float()
-        defined = ~torch.isnan(correctness)
-        outside = defined & ((correctness < 0) | (correctness > 1))
-        if outside.any():
-            bad = sorted({float(v) for v in correctness[outside].tolist()})[:5]
-            option = self._dynamics_options.correctness_option
-            message = (
-                f"The correctness reward {name!r} returned {bad}, outside [0, 1]. Correctness must be a 0/1 score or "
-                f"a pass rate: rescale the reward, or name another reward function as {option}."
-            )
+        spec, prefix = self.correctness_spec, self._dynamics_options.option_prefix
+        reading = read_correctness(rewards_per_func, spec, prefix=prefix)
+        correctness = reading.correctness
+        if reading.problem is not None:
             if self._correctness_drives_training:
-                raise ValueError(message)
-            if not self._warned_correctness_range:
-                self._warned_correctness_range = True
-                logger.warning("%s The dynamics metrics clamp it to [0, 1].", message)
+                raise ValueError(reading.problem)
+            if not self._warned_correctness_kind:
+                self._warned_correctness_kind = True
+                logger.warning("%s The dynamics metrics read it clamped to [0, 1].", reading.problem)
+        if spec.picked and reading.unowned and self._correctness_drives_training:
+            others = [n for n in self.reward_func_names if n not in spec.names]
+            raise ValueError(
+                f"The correctness reward {spec.names[0]!r} (picked as the only known verifier) returned None for "
+                f"{reading.unowned} rollout(s) that {others} scored: set {prefix}correctness_reward to "
+                f"{spec.names[0]!r} (those rows then carry no value), or to a list with each task's correctness "
+                "reward for multi-task data."
+            )
+        defined = ~torch.isnan(correctness)
         undefined = 1.0 - defined.float().mean().item()
         compat.train_metrics(self)["rewards/correctness_undefined_frac"].append(undefined)
         if defined.any():
             self._undefined_batches = 0
-        else:
-            self._undefined_batches += 1
-            others = [n for i, n in enumerate(self.reward_func_names) if i != self._correctness_index]
-            scored = others and not torch.isnan(rewards_per_func).all().item()
-            logger.warning(
-                "The correctness reward %r returned None for every rollout of this batch (%d batch(es) in a row)%s: "
-                "every question's difficulty, hence its value, is undefined and it carries no weight.",
-                name,
-                self._undefined_batches,
-                f", while {others} scored it" if scored else "",
+            return correctness
+        self._undefined_batches += 1
+        names = list(spec.names)
+        others = [n for n in self.reward_func_names if n not in names]
+        scored = others and not torch.isnan(rewards_per_func).all().item()
+        logger.warning(
+            "The correctness reward(s) %s returned None for every rollout of this batch (%d batch(es) in a row)%s: "
+            "every question's difficulty, hence its value, is undefined and it carries no weight.",
+            names,
+            self._undefined_batches,
+            f", while {others} scored it" if scored else "",
+        )
+        if self._correctness_drives_training and self._undefined_batches >= MAX_UNDEFINED_BATCHES:
+            raise RuntimeError(
+                f"The correctness reward(s) {names} returned None for every rollout of {self._undefined_batches} "
+                "batches in a row, so CoDaPO has trained on nothing since. Check that the dataset has the "
+                f"columns they need (e.g. the reference answer), or set {prefix}correctness_reward to the reward "
+                "function(s) that score correctness."
             )
-            if self._correctness_drives_training and self._undefined_batches >= MAX_UNDEFINED_BATCHES:
-                raise RuntimeError(
-                    f"The correctness reward {name!r} returned None for every rollout of {self._undefined_batches} "
-                    "batches in a row, so CoDaPO has trained on nothing since. Check that the dataset has the "
-                    f"columns this reward needs (e.g. the reference answer), or set "
-                    f"{self._dynamics_options.correctness_option} to the reward function that scores correctness."
-                )
-        return correctness.clamp(0.0, 1.0)
+        return correctness
 
     def _process_slice(self, output: dict[str, Any]) -> slice:
         num_local = output["advantages"].size(0)

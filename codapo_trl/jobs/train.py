@@ -28,6 +28,7 @@ import yaml
 from trl import GRPOConfig, GRPOTrainer, ModelConfig, ScriptArguments, TrlParser, get_peft_config
 
 from codapo_trl import CoDaPOConfig, CoDaPOTrainer, GRPODynamicsTrainer
+from codapo_trl.config import has_activation_checkpointing
 from codapo_trl.data import SYSTEM_PROMPT, load_math_dataset
 from codapo_trl.jobs.running import (
     SaveAtSteps,
@@ -130,6 +131,32 @@ class CoDaPOScriptArguments(ScriptArguments):
     )
 
 
+@dataclass
+class ActivationCheckpointingAlias:
+    """
+    `activation_checkpointing` for a transformers older than 5.23, which calls it `gradient_checkpointing`.
+
+    transformers 5.23 renamed `TrainingArguments.gradient_checkpointing` to `activation_checkpointing`; the old name
+    still works but prints a `FutureWarning` (it goes in v6). The recipes use the new name. With an older transformers
+    of the supported range the parser adds this field, and [`parse`] moves its value to `gradient_checkpointing`.
+
+    Parameters:
+        activation_checkpointing (`bool` or `None`, *optional*, defaults to `None`):
+            Recompute activations in the backward pass instead of keeping them (less memory, slower steps); `None`
+            leaves TRL's default.
+    """
+
+    activation_checkpointing: bool | None = field(
+        default=None,
+        metadata={
+            "help": "Recompute activations in the backward pass to save memory (transformers < 5.23 calls it "
+            "gradient_checkpointing); unset leaves TRL's default.",
+            "nargs": "?",
+            "const": True,
+        },
+    )
+
+
 def peek_algorithm(argv: list[str]) -> str:
     """The `algorithm` a command line asks for (from `--algorithm` or the recipe), before the full parse."""
     script_args, _ = TrlParser((CoDaPOScriptArguments,)).parse_args_and_config(
@@ -140,7 +167,8 @@ def peek_algorithm(argv: list[str]) -> str:
 
 def make_parser(algorithm: str, defaults: dict | None = None) -> TrlParser:
     config_class = CoDaPOConfig if algorithm in ("codapo", "gpg") else GRPOConfig
-    parser = TrlParser((CoDaPOScriptArguments, config_class, ModelConfig))
+    alias = () if has_activation_checkpointing(config_class) else (ActivationCheckpointingAlias,)
+    parser = TrlParser((CoDaPOScriptArguments, config_class, ModelConfig, *alias))
     parser.set_defaults(**{**(defaults or {}), **PRESETS[algorithm]})  # a recipe's or the command line's values win
     return parser
 
@@ -175,7 +203,9 @@ def parse(
                 f"algorithm={algorithm} runs TRL's GRPOTrainer, but {recipe} sets CoDaPO options {codapo_keys}: use "
                 f"a {algorithm} recipe (recipes/<Model>/{algorithm}/) or remove those keys."
             )
-    script_args, training_args, model_args = make_parser(algorithm, defaults).parse_args_and_config(args=argv)
+    script_args, training_args, model_args, *alias = make_parser(algorithm, defaults).parse_args_and_config(args=argv)
+    if alias and alias[0].activation_checkpointing is not None:  # transformers < 5.23: the field's old name
+        training_args.gradient_checkpointing = alias[0].activation_checkpointing
     if algorithm in ("grpo", "dapo", "dr_grpo") and training_args.loss_type in ("codapo", "gpg"):
         raise ValueError(f"algorithm={algorithm} runs TRL's GRPOTrainer: set loss_type to one of TRL's loss types.")
     if script_args.baseline_question_log and isinstance(training_args, CoDaPOConfig):

@@ -465,6 +465,7 @@ def make_code_execution_reward(
 
     code_execution_reward.sandbox = sandbox  # type: ignore[attr-defined]
     code_execution_reward.required_columns = ("tests",)  # type: ignore[attr-defined]
+    code_execution_reward.correctness_kind = "pass_rate"  # type: ignore[attr-defined]  # codapo_trl.correctness
     return code_execution_reward
 
 
@@ -488,3 +489,4 @@ def code_execution_reward(completions: list, tests: list, **kwargs: Any) -> list
 
 
 code_execution_reward.required_columns = ("tests",)  # type: ignore[attr-defined]
+code_execution_reward.correctness_kind = "pass_rate"  # type: ignore[attr-defined]  # codapo_trl.correctness

@@ -71,3 +71,4 @@ def math_accuracy_reward(completions: list[Any], answer: list[str | None], **kwa
 
 
 math_accuracy_reward.required_columns = ("answer",)  # type: ignore[attr-defined]
+math_accuracy_reward.correctness_kind = "binary"  # type: ignore[attr-defined]  # read by codapo_trl.correctness

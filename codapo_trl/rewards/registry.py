@@ -2,7 +2,8 @@
 columns they read (`check_reward_columns`).
 
 To add a reward: write a TRL reward function (`completions, **columns -> list[float | None]`), give it a
-`required_columns` tuple, and add it to `REWARD_FUNCS` (or pass its dotted import path).
+`required_columns` tuple and, if it scores correctness, a `correctness_kind` (`"binary"` or `"pass_rate"`, read by
+`codapo_trl.correctness`), and add it to `REWARD_FUNCS` (or pass its dotted import path).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ def code_execution_reward(completions, tests, **kwargs) -> list[float | None]:
 
 
 code_execution_reward.required_columns = ("tests",)  # type: ignore[attr-defined]
+code_execution_reward.correctness_kind = "pass_rate"  # type: ignore[attr-defined]  # codapo_trl.correctness
 
 
 def check_reward_columns(reward_funcs: Any, train_dataset: Any, eval_dataset: Any = None) -> None:

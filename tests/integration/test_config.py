@@ -3,6 +3,7 @@
 import dataclasses
 import subprocess
 import sys
+import warnings
 
 import pytest
 from datasets import Dataset
@@ -10,6 +11,8 @@ from fakes import parity_reward, question_dataset
 from trl import GRPOConfig, TrlParser
 
 from codapo_trl import CoDaPOConfig, CoDaPOTrainer
+from codapo_trl.config import checkpointing_argument, has_activation_checkpointing
+from codapo_trl.jobs.train import ActivationCheckpointingAlias
 
 
 BASE = dict(
@@ -19,6 +22,31 @@ BASE = dict(
 
 def config(**overrides) -> CoDaPOConfig:
     return CoDaPOConfig(**{**BASE, **overrides})
+
+
+def test_checkpointing_is_switched_under_the_name_the_installed_transformers_knows():
+    @dataclasses.dataclass
+    class OldTrainingArguments:  # transformers < 5.23: no activation_checkpointing field
+        gradient_checkpointing: bool = False
+
+    assert not has_activation_checkpointing(OldTrainingArguments)
+    assert checkpointing_argument(True, OldTrainingArguments) == {"gradient_checkpointing": True}
+    for enabled in (True, False):  # the installed transformers: the value arrives, without a FutureWarning
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            args = config(**checkpointing_argument(enabled))
+        assert args.gradient_checkpointing is enabled
+        assert not [str(w.message) for w in caught if "checkpointing" in str(w.message)]
+    # TRL's default (on), left alone, arrives without the warning; a value set under the old name still warns
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert config().gradient_checkpointing is True
+        assert config(gradient_checkpointing=False).gradient_checkpointing is False
+    warned = [str(w.message) for w in caught if "checkpointing" in str(w.message)]
+    assert len(warned) == (1 if has_activation_checkpointing() else 0)
+    # the job's alias for an older transformers reads the recipes' key, bare flag included
+    (alias,) = TrlParser((ActivationCheckpointingAlias,)).parse_args_and_config(["--activation_checkpointing"])
+    assert alias.activation_checkpointing is True
 
 
 def test_defaults_are_the_papers():
@@ -52,6 +80,10 @@ def test_is_a_grpo_config():
         (dict(codapo_weight_offset=float("nan")), "codapo_weight_offset must be a finite number >= 0"),
         (dict(loss_type="ppo"), "loss_type='ppo' is not supported"),
         (dict(codapo_correctness_reward="  "), "codapo_correctness_reward must be a reward function name"),
+        (dict(codapo_correctness_reward=[]), "codapo_correctness_reward must be a reward function name"),
+        (dict(codapo_correctness_kind="fraction"), "codapo_correctness_kind='fraction' is not supported"),
+        (dict(codapo_correctness_kind="binary", codapo_correctness_threshold=0.5), "not both"),
+        (dict(codapo_correctness_threshold=float("inf")), "codapo_correctness_threshold must be a finite number"),
         (
             dict(per_device_train_batch_size=2, gradient_accumulation_steps=3, steps_per_generation=4),
             r"steps_per_generation \(4\) must be a multiple of gradient_accumulation_steps \(3\)",
@@ -143,6 +175,26 @@ def test_trl_parser_reads_yaml_and_command_line(tmp_path):
     assert args.codapo_resample_timing == "after_update" and args.codapo_weight_offset == 0.1
 
 
+def test_trl_parser_reads_the_correctness_options(tmp_path):
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(
+        "output_dir: out\nuse_cpu: true\nbf16: false\ncodapo_correctness_reward: accuracy_reward\n"
+        "codapo_correctness_threshold: 0.5\n"
+    )
+    parser = TrlParser((CoDaPOConfig,))
+    (args,) = parser.parse_args_and_config(["--config", str(recipe)])
+    assert args.codapo_correctness_reward == ["accuracy_reward"] and args.codapo_correctness_threshold == 0.5
+    recipe.write_text("output_dir: out\nuse_cpu: true\nbf16: false\ncodapo_correctness_reward: [a, b]\n")
+    parser = TrlParser((CoDaPOConfig,))  # a parser keeps the previous recipe's values as its defaults
+    (args,) = parser.parse_args_and_config(["--config", str(recipe), "--codapo_correctness_kind", "pass_rate"])
+    assert args.codapo_correctness_reward == ["a", "b"] and args.codapo_correctness_kind == "pass_rate"
+    parser = TrlParser((CoDaPOConfig,))
+    (args,) = parser.parse_args_and_config(
+        ["--output_dir", "x", "--bf16", "false", "--codapo_correctness_reward", "a", "b"]
+    )
+    assert args.codapo_correctness_reward == ["a", "b"]
+
+
 def test_trl_parser_rejects_bad_choices_and_unknown_keys(tmp_path):
     parser = TrlParser((CoDaPOConfig,))
     with pytest.raises(SystemExit):
@@ -168,7 +220,7 @@ def test_trainer_needs_a_codapo_config(tiny_model_dir):
 
 def test_trainer_rejects_unknown_correctness_reward(tiny_model_dir, tmp_path):
     args = config(output_dir=str(tmp_path), codapo_correctness_reward="accuracy")
-    with pytest.raises(ValueError, match=r"is not one of the trainer's reward functions \['parity_reward'\]"):
+    with pytest.raises(ValueError, match=r"which is not one of the trainer's reward functions \['parity_reward'\]"):
         CoDaPOTrainer(tiny_model_dir, parity_reward, args=args, train_dataset=question_dataset())
 
 

@@ -99,7 +99,7 @@ def test_nothing_edits_sys_path():
     """Scripts, tests and benchmarks import the installed package (or get paths through PYTHONPATH), never by
     editing `sys.path`."""
     edit = re.compile(r"sys\.path(\.insert|\.append|\.extend|\s*\[[^\]]*\]\s*=|\s*\+=|\s*=)")
-    folders = ("codapo_trl", "tests", "recipes", "benchmarks", "experiments")
+    folders = ("codapo_trl", "tests", "recipes", "benchmarks", "experiments", "tools")
     offenders = [
         f"{path.relative_to(ROOT)}:{number}"
         for folder in folders

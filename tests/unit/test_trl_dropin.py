@@ -1,4 +1,4 @@
-"""The offline adaptation of TRL's GRPO tests (`experiments/trl_dropin/`): its stand-ins must reproduce what the tests
+"""The offline adaptation of TRL's GRPO tests (`tools/trl_dropin/`): its stand-ins must reproduce what the tests
 rely on, or a stock failure there would be ours, not TRL's.
 
 Expected texts are the ones TRL's test comments give for their hand-written Qwen token ids.
@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -15,13 +17,13 @@ import pytest
 from fakes import multiply_tool
 
 
-EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"
+TOOLS = Path(__file__).resolve().parents[2] / "tools"
 
 
 @pytest.fixture(scope="module")
 def dropin():
     """The package loaded from its folder (it is not installed, and nothing edits sys.path); removed afterwards."""
-    folder = EXPERIMENTS / "trl_dropin"
+    folder = TOOLS / "trl_dropin"
     spec = importlib.util.spec_from_file_location(
         "trl_dropin", folder / "__init__.py", submodule_search_locations=[str(folder)]
     )
@@ -29,7 +31,7 @@ def dropin():
     sys.modules["trl_dropin"] = package
     try:
         spec.loader.exec_module(package)
-        for name in ("data", "differences", "text_models", "vocab"):
+        for name in ("data", "differences", "on_run", "skips", "text_models", "vocab"):
             importlib.import_module(f"trl_dropin.{name}")
         yield package
     finally:
@@ -114,33 +116,118 @@ def test_zen_has_the_configs_splits_and_order_the_tests_read(dropin, tmp_path, m
     assert {len(images) for images in multi["images"]} == {1, 2, 3}
 
 
-def test_on_differences_are_classified_by_message(dropin):
-    explain = dropin.differences.explain
-    known = explain(
-        "TestGRPOTrainer::test_train[x]", "ValueError: The correctness reward 'r' returned [2.0], outside [0, 1]."
-    )
-    assert known is not None and "test_correctness_outside_zero_one_is_refused" in known.our_test
-    assert (
-        explain("TestGRPOTrainer::test_train_with_iterable_dataset", "needs a map-style training dataset") is not None
-    )
-    assert explain("TestGRPOTrainer::test_train", "AssertionError: Parameter w has not changed.") is None
-    for difference in dropin.differences.ON_DIFFERENCES:  # every reason names a test of ours that exists
+STREAMING = "codapo_sampling needs a map-style training dataset (each update batch is handed ...)"
+
+
+@pytest.mark.parametrize(
+    ("test", "message", "explained"),
+    [
+        ("TestGRPOTrainer::test_train_with_iterable_dataset", f"ValueError: {STREAMING}", True),
+        # the same failure on a test the entry does not name is not explained
+        ("TestGRPOTrainer::test_training[standard_prompt_only]", f"ValueError: {STREAMING}", False),
+        # nor another exception type, nor CoDaPO's words anywhere but at the start of the message
+        ("TestGRPOTrainer::test_train_with_iterable_dataset", f"RuntimeError: {STREAMING}", False),
+        ("TestGRPOTrainer::test_train_with_iterable_dataset", f"ValueError: wrapped: {STREAMING}", False),
+        (
+            "TestGRPOTrainer::test_iterable_dataset_requires_dispatch_batches_false",
+            "AssertionError: Regex pattern did not match.\n  Expected regex: 'Iterable datasets require'\n  Actual "
+            f"message: '{STREAMING}'",
+            True,
+        ),
+        (
+            "TestGRPOTrainer::test_prepare_input_called_with_correct_data",
+            "ValueError: With codapo_sampling, B's and S's rollouts must never share an optimizer step, so ...",
+            True,
+        ),
+        (
+            "TestGRPOTrainer::test_warning_raised_all_rewards_none",
+            "RuntimeError: The correctness reward(s) ['always_none_reward_func'] returned None for every rollout of 5 "
+            "batches in a row, so CoDaPO has trained on nothing since.",
+            True,
+        ),
+        # the unanchored phrases that used to explain unrelated failures
+        ("TestGRPOTrainer::test_train_with_tools", "AssertionError: ratio outside [0, 1] at step 3", False),
+        ("TestGRPOTrainer::test_train", "AssertionError: Parameter w has not changed.", False),
+    ],
+)
+def test_on_differences_are_keyed_by_test_exception_and_message(dropin, test, message, explained):
+    assert (dropin.differences.explain(test, message) is not None) == explained
+
+
+def test_every_difference_names_a_test_of_ours(dropin):
+    assert dropin.differences.parse_failure("trl.x.MyError: a: b") == ("MyError", "a: b")
+    assert dropin.differences.parse_failure("no type here") == ("", "no type here")
+    for difference in dropin.differences.ON_DIFFERENCES:
         path, name = difference.our_test.split("::")
-        assert f"def {name}(" in (EXPERIMENTS.parent / path).read_text()
+        assert f"def {name}(" in (TOOLS.parent / path).read_text()
+        assert difference.tests and all("::" in test and "[" not in test for test in difference.tests)
 
 
-def _junit(path: Path, cases: dict[str, str]) -> None:
-    """A junit report with one test case per `{name: outcome}` (passed, failed or skipped)."""
+def test_on_run_names_the_first_reward_with_a_threshold_unless_the_test_says(dropin):
+    from codapo_trl.dynamics.mixin import DynamicsOptions
+
+    on_run = dropin.on_run
+    options = on_run.on_correctness(DynamicsOptions(), ["rm", "format_reward"])
+    assert options.correctness_reward == ["rm"] and options.correctness_threshold == on_run.ON_THRESHOLD
+    named = on_run.on_correctness(DynamicsOptions(correctness_kind="pass_rate"), ["rm"])
+    assert named.correctness_reward is None and named.correctness_threshold is None
+
+
+def test_skips_are_test_reason_pairs(dropin):
+    skips = dropin.skips
+    allowed = {"T::a[x]": "test requires vllm"}
+    assert skips.unexpected_skips({"T::a[x]": "test requires vllm"}, allowed) == []
+    # another reason for a listed test, or a listed reason for another test, is not allowed
+    assert len(skips.unexpected_skips({"T::a[x]": "test requires accelerator, vllm"}, allowed)) == 1
+    assert len(skips.unexpected_skips({"T::a[y]": "test requires vllm"}, allowed)) == 1
+    assert (
+        skips.junit_id("tests/test_grpo_trainer.py::TestGRPOTrainer::test_x[a/b-1]")
+        == "TestGRPOTrainer::test_x[a/b-1]"
+    )
+    assert len(skips.ALLOWED_SKIPS) == 44  # docs/dropin.md: the 44 skips of TRL main at 1.10.0.dev0
+
+
+def test_skip_reason_follows_pytest(dropin):
+    class Item:
+        def __init__(self, *marks):
+            self.marks = marks
+
+        def iter_markers(self, name):
+            return (m for m in self.marks if m.name == name)
+
+    skipif_false = pytest.mark.skipif(False, reason="test requires vllm").mark
+    skipif_true = pytest.mark.skipif(True, reason="test requires liger-kernel").mark
+    skip = pytest.mark.skip(reason="We should add a mock for the vLLM server.").mark
+    reason = dropin.skips.skip_reason
+    assert reason(Item(skipif_false)) is None
+    assert reason(Item(skip, skipif_true)) == "test requires liger-kernel"  # skipif first, as pytest decides
+    assert reason(Item(skipif_false, skip)) == "We should add a mock for the vLLM server."
+
+
+def _junit(path: Path, cases: dict[str, str], exit_status: int | None = None) -> None:
+    """A junit report with one test case per `{name: outcome}` (passed, failed or skipped), and the exit status of
+    the run that wrote it (by default the one that agrees with the outcomes)."""
     body = {"passed": "", "failed": '<failure message="boom"/>', "skipped": '<skipped message="needs vllm"/>'}
     rows = "".join(
         f'<testcase classname="tests.test_grpo_trainer.TestGRPOTrainer" name="{name}">{body[outcome]}</testcase>'
         for name, outcome in cases.items()
     )
     path.write_text(f"<testsuites><testsuite>{rows}</testsuite></testsuites>")
+    if exit_status is None:
+        exit_status = int("failed" in cases.values())
+    path.with_suffix(".status.json").write_text(json.dumps({"exit_status": exit_status}))
 
 
-def test_compare_fails_on_stock_failures_and_off_differences_and_overlays_replace_reruns(dropin, tmp_path, capsys):
+@pytest.fixture
+def allowed_c(dropin, monkeypatch):
+    """The compare tests' one skip ("c", "needs vllm") as the allowed pair."""
     main = importlib.import_module("trl_dropin.__main__")
+    monkeypatch.setattr(main, "ALLOWED_SKIPS", {"TestGRPOTrainer::c": "needs vllm"})
+    return main
+
+
+def test_compare_fails_on_stock_failures_and_off_differences_and_overlays_replace_reruns(allowed_c, tmp_path, capsys):
+    main = allowed_c
     full, rerun = tmp_path / "full", tmp_path / "rerun"
     full.mkdir(), rerun.mkdir()
     _junit(full / "report-stock.xml", {"a": "passed", "b": "failed", "c": "skipped"})
@@ -152,6 +239,41 @@ def test_compare_fails_on_stock_failures_and_off_differences_and_overlays_replac
     assert "stock: 1 test(s) re-run" in capsys.readouterr().out
     _junit(rerun / "report-off.xml", {"b": "failed"})  # off no longer matches stock on the re-run
     assert main.compare(full, [rerun]) == 1
+
+
+def test_compare_refuses_reports_of_unfinished_or_unknown_runs(allowed_c, tmp_path, capsys):
+    main = allowed_c
+    cases = {"a": "passed", "c": "skipped"}
+    _junit(tmp_path / "report-stock.xml", cases)
+    assert main.compare(tmp_path) == 0
+    for status in (2, 137, -9):  # interrupted, killed
+        _junit(tmp_path / "report-stock.xml", cases, exit_status=status)
+        assert main.compare(tmp_path) == 1
+    _junit(tmp_path / "report-stock.xml", cases, exit_status=1)  # a failure the report does not show
+    assert main.compare(tmp_path) == 1
+    (tmp_path / "report-stock.status.json").unlink()  # a report no finished run vouches for
+    assert main.compare(tmp_path) == 1
+    assert "REPORT NOT USABLE" in capsys.readouterr().out
+
+
+def test_compare_refuses_a_skip_that_is_not_listed(allowed_c, tmp_path, capsys):
+    _junit(tmp_path / "report-stock.xml", {"a": "passed", "c": "skipped", "d": "skipped"})
+    assert allowed_c.compare(tmp_path) == 1
+    assert "NOT AN ALLOWED SKIP: TestGRPOTrainer::d: skipped for 'needs vllm'" in capsys.readouterr().out
+
+
+def test_a_run_removes_the_previous_report_and_records_the_exit_status(allowed_c, tmp_path, monkeypatch):
+    main = allowed_c
+    _junit(tmp_path / "report-on.xml", {"a": "passed"})  # a previous run's report
+
+    def killed(command, **kwargs):  # pytest killed before it writes its report
+        return subprocess.CompletedProcess(command, -9)
+
+    monkeypatch.setattr(main.subprocess, "run", killed)
+    report, _ = main.run(tmp_path, "on", [], timeout=60)
+    assert not report.exists()
+    assert json.loads(main.status_path(report).read_text())["exit_status"] == -9
+    assert main.report_problem(report) == "report-on.xml is missing"
 
 
 def test_adaptations_apply_to_the_copy_and_refuse_a_changed_test(dropin, tmp_path):

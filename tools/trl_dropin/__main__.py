@@ -3,21 +3,24 @@
     python -m trl_dropin --trl-tests /path/to/trl/tests --work /tmp/dropin        # all three runs, then compare
     python -m trl_dropin --trl-tests ... --work ... --runs stock -- -k test_train_with_tools
     python -m trl_dropin --work /tmp/dropin --compare                             # compare saved reports
+    python -m trl_dropin --trl-tests ... --work ... --list-skips                   # the skips collection gives
 
-(with `experiments/` on `PYTHONPATH`; `make dropin TRL_TESTS=...` does this). TRL's test files are copied from
+(with `tools/` on `PYTHONPATH`; `make dropin TRL_TESTS=...` does this). TRL's test files are copied from
 `--trl-tests` into `--work/tests` (never into this repository); the stand-ins for the hub's models and datasets are
 built once under `--work/trl-internal-testing`, and pytest runs from `--work` with the hub offline, so that the
-tests' hub ids resolve to those folders. Exit status: 1 when stock TRL fails or errors on a test it runs, or when
-CoDaPO off differs from stock on any test; CoDaPO-on differences are printed with their documented reasons
-(`differences.py`); an undocumented one fails the check.
+tests' hub ids resolve to those folders. Exit status: 1 when stock TRL fails or errors on a test it runs, when
+CoDaPO off differs from stock on any test, when a test is skipped other than as `skips.ALLOWED_SKIPS` lists it, or
+when a report is not the finished report of its run (each run removes its report first and records pytest's exit
+status beside it, which the report must agree with); CoDaPO-on differences are printed with their documented
+reasons (`differences.py`, keyed by test, exception and message); an undocumented one fails the check.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -27,15 +30,16 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .differences import explain
+from .skips import ALLOWED_SKIPS, unexpected_skips
 
 
-EXPERIMENTS = Path(__file__).resolve().parents[1]
-ROOT = EXPERIMENTS.parent
+TOOLS = Path(__file__).resolve().parents[1]
+ROOT = TOOLS.parent
 TEST_FILES = ("__init__.py", "conftest.py", "testing_utils.py", "testing_constants.py", "test_grpo_trainer.py")
 RUNS = ("stock", "off", "on")
-# What may be skipped (docs/dropin.md): GPU-only, liger, bitsandbytes, kernels and vLLM tests, by the tests' own
-# markers, and the VLMs this machine cannot build (`plugin.UNBUILT`). Any other skip fails the check.
-ALLOWED_SKIP = re.compile(r"accelerator|liger|bitsandbytes|kernels|vllm|torchvision", re.IGNORECASE)
+FINISHED = (0, 1)
+"""pytest's exit statuses of a run that finished: all passed, or some failed (2: interrupted, 3: internal error,
+4: usage error, 5: no test collected)."""
 
 
 # Assertions of the copied tests that check an older TRL's implementation rather than behaviour, adapted in the copy
@@ -79,26 +83,84 @@ def copy_tests(trl_tests: Path, work: Path) -> Path:
     return tests
 
 
-def run(work: Path, mode: str, pytest_args: list[str], timeout: int) -> tuple[Path, float]:
-    """Run the copied tests under `mode` (stock, off or on); return the junit report and the wall time."""
-    report = work / f"report-{mode}.xml"
-    command = [sys.executable, "-m", "pytest", "tests/test_grpo_trainer.py", "-v", "-p", "no:cacheprovider"]
-    command += ["-p", "trl_dropin.plugin", "-o", "addopts=", f"--timeout={timeout}", f"--junitxml={report}", "-rfE"]
-    env = {
+def _environment(work: Path, **extra: str) -> dict[str, str]:
+    return {
         **os.environ,
-        "TRL_DROPIN_TRAINER": mode,
         "HF_HUB_OFFLINE": "1",
         "HF_DATASETS_OFFLINE": "1",
         "HF_HOME": str(work / "hf-home"),
         "TOKENIZERS_PARALLELISM": "false",
         "PYTHONPATH": os.pathsep.join(
-            p for p in (str(work), str(EXPERIMENTS), str(ROOT), os.environ.get("PYTHONPATH")) if p
+            p for p in (str(work), str(TOOLS), str(ROOT), os.environ.get("PYTHONPATH")) if p
         ),
+        **extra,
     }
+
+
+def status_path(report: Path) -> Path:
+    """Where the exit status of the run that wrote `report` is recorded (`report-on.xml` -> `report-on.status.json`)."""
+    return report.with_suffix(".status.json")
+
+
+def run(work: Path, mode: str, pytest_args: list[str], timeout: int) -> tuple[Path, float]:
+    """Run the copied tests under `mode` (stock, off or on); return the junit report and the wall time.
+
+    The previous report and its status are removed first, and pytest's exit status is recorded beside the new report
+    ([`status_path`]), so that a killed or failed run never leaves an earlier run's report to be compared.
+    """
+    report = work / f"report-{mode}.xml"
+    for stale in (report, status_path(report)):
+        stale.unlink(missing_ok=True)
+    command = [sys.executable, "-m", "pytest", "tests/test_grpo_trainer.py", "-v", "-p", "no:cacheprovider"]
+    command += ["-p", "trl_dropin.plugin", "-o", "addopts=", f"--timeout={timeout}", f"--junitxml={report}", "-rfE"]
     start = time.perf_counter()
     with open(work / f"log-{mode}.txt", "w") as log:  # one line per test as it ends (-v): progress, partial results
-        subprocess.run(command + pytest_args, cwd=work, env=env, check=False, stdout=log, stderr=subprocess.STDOUT)
-    return report, time.perf_counter() - start
+        completed = subprocess.run(
+            command + pytest_args,
+            cwd=work,
+            env=_environment(work, TRL_DROPIN_TRAINER=mode),
+            check=False,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    seconds = time.perf_counter() - start
+    status = {"exit_status": completed.returncode, "seconds": round(seconds, 1), "pytest_args": pytest_args}
+    status_path(report).write_text(json.dumps(status))
+    return report, seconds
+
+
+def report_problem(report: Path) -> str | None:
+    """Why `report` is not the finished report of its run, or `None`: it or its recorded exit status is missing,
+    pytest did not finish (exit status other than 0 or 1), or the report disagrees with the status (failures with
+    status 0, none with status 1)."""
+    status_file = status_path(report)
+    if not report.exists():
+        return f"{report.name} is missing"
+    if not status_file.exists():
+        return f"{status_file.name} is missing: {report.name} is not known to come from a finished run"
+    status = json.loads(status_file.read_text()).get("exit_status")
+    if status not in FINISHED:
+        return f"pytest exited with status {status} (not finished: 2 interrupted, 3 internal, 4 usage, 5 no tests)"
+    failing = sum(outcome in ("failed", "error") for outcome, _ in outcomes(report).values())
+    if (status == 0) != (failing == 0):
+        return f"{report.name} has {failing} failure(s) but pytest exited with status {status}"
+    return None
+
+
+def list_skips(work: Path) -> dict[str, str]:
+    """`{test id: reason}` of the copied tests that their markers (and the plugin's) skip, from a collection only."""
+    out = work / "skips.jsonl"
+    out.unlink(missing_ok=True)
+    command = [sys.executable, "-m", "pytest", "tests/test_grpo_trainer.py", "--collect-only", "-q"]
+    command += ["-p", "no:cacheprovider", "-p", "trl_dropin.plugin", "-o", "addopts="]
+    subprocess.run(
+        command,
+        cwd=work,
+        env=_environment(work, TRL_DROPIN_SKIPS_OUT=str(out)),
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+    return dict(json.loads(line) for line in out.read_text().splitlines())
 
 
 def outcomes(report: Path) -> dict[str, tuple[str, str]]:
@@ -138,6 +200,14 @@ def compare(work: Path, overlays: Sequence[Path] = ()) -> int:
                 result.update(rerun)
                 print(f"{mode}: {len(rerun)} test(s) re-run in {overlay}: {', '.join(sorted(rerun))}")
     status = 0
+    for mode in results:
+        reports = [work / f"report-{mode}.xml"]
+        reports += [o / f"report-{mode}.xml" for o in overlays if (o / f"report-{mode}.xml").exists()]
+        for report in reports:
+            problem = report_problem(report)
+            if problem is not None:
+                print(f"{mode}: REPORT NOT USABLE ({report.parent}): {problem}")
+                status = 1
     for mode, result in results.items():
         print(f"{mode}: {summary(result)}")
     if "stock" in results:
@@ -147,15 +217,16 @@ def compare(work: Path, overlays: Sequence[Path] = ()) -> int:
         for name in broken:
             print(f"  {name}: {stock[name][0]}: {stock[name][1][:200]}")
         status |= bool(broken)
-        reasons: dict[str, list[str]] = {}
-        for name, (outcome, message) in sorted(stock.items()):
-            if outcome == "skipped":
-                reasons.setdefault(message, []).append(name)
-        print(f"skipped by stock: {sum(len(v) for v in reasons.values())}")
-        for message, names in reasons.items():
-            allowed = ALLOWED_SKIP.search(message) is not None
-            print(f"  {len(names)} x {message}" + ("" if allowed else "  <- NOT AN ALLOWED SKIP: " + ", ".join(names)))
-            status |= not allowed
+        skipped = {name: message for name, (outcome, message) in stock.items() if outcome == "skipped"}
+        reasons: dict[str, int] = {}
+        for message in skipped.values():
+            reasons[message] = reasons.get(message, 0) + 1
+        print(f"skipped by stock: {len(skipped)}")
+        for message, count in reasons.items():
+            print(f"  {count} x {message}")
+        for line in unexpected_skips(skipped, ALLOWED_SKIPS):
+            print(f"  NOT AN ALLOWED SKIP: {line}")
+            status = 1
         for mode in ("off", "on"):
             if mode not in results:
                 continue
@@ -187,6 +258,11 @@ def main() -> None:
     parser.add_argument("--runs", default=",".join(RUNS), help="comma-separated subset of stock,off,on")
     parser.add_argument("--compare", action="store_true", help="only compare the saved reports")
     parser.add_argument(
+        "--list-skips",
+        action="store_true",
+        help="collect the copied tests (nothing runs) and print the (test id, reason) pairs they skip, for ALLOWED_SKIPS",
+    )
+    parser.add_argument(
         "--overlay",
         type=Path,
         action="append",
@@ -211,6 +287,10 @@ def main() -> None:
         from .fixtures import build_fixtures
 
         copy_tests(args.trl_tests.resolve(), work)
+        if args.list_skips:
+            for test, reason in sorted(list_skips(work).items()):
+                print(f"    {test!r}: {reason!r},")
+            return
         build_fixtures(work / "trl-internal-testing")
         for mode in args.runs.split(","):
             if mode not in RUNS:

@@ -7,11 +7,18 @@
   skip instead of the whole module failing to import.
 - With `TRL_DROPIN_TRAINER=off` or `on`, replaces `trl.GRPOTrainer` and `trl.GRPOConfig` by `CoDaPOTrainer` and a
   `CoDaPOConfig` (weighting and sampling off, or CoDaPO's defaults), so that `from trl import GRPOTrainer` in the
-  tests gets CoDaPO's classes. `stock` (the default) leaves TRL alone.
+  tests gets CoDaPO's classes. `stock` (the default) leaves TRL alone. In the on run, a test that does not say which
+  reward is correctness (none does) gets one CoDaPO can read (`on_correctness`): its first reward function, a
+  rollout counting as correct when that reward is `>= ON_THRESHOLD`, and a value offset (`ON_OFFSET`), so that its
+  tools, environments and vision models train through CoDaPO's values, selection and loss while its own rewards
+  still drive the advantages.
+- With `TRL_DROPIN_SKIPS_OUT=<file>`, writes each collected test that its markers skip, with the reason, as one JSON
+  `[test id, reason]` per line (`--list-skips`; run with `--collect-only`).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from dataclasses import dataclass
@@ -21,6 +28,9 @@ import pytest
 import trl
 import trl.import_utils as import_utils
 from trl.trainer.base_config import _BaseConfig
+
+from trl_dropin.on_run import ON_OFFSET, on_correctness
+from trl_dropin.skips import UNBUILT, VERSION_SKIPS, junit_id, skip_reason
 
 
 _post_init = _BaseConfig.__post_init__
@@ -64,7 +74,7 @@ if MODE != "stock":
 
         @dataclass
         class DropInConfig(CoDaPOConfig):
-            pass
+            codapo_weight_offset: float = ON_OFFSET
 
     class DropInTrainer(CoDaPOTrainer):
         def __init__(self, model, reward_funcs=None, args=None, **kwargs):
@@ -73,40 +83,14 @@ if MODE != "stock":
                 args = DropInConfig(f"{str(name).split('/')[-1]}-GRPO")
             super().__init__(model, reward_funcs, args=args, **kwargs)
 
+        def _dynamics_options_default(self):
+            # called once TRL has named the rewards (environments' included), before CoDaPO settles correctness
+            options = super()._dynamics_options_default()
+            if MODE == "on":
+                options = on_correctness(options, self.reward_func_names)
+            return options
+
     trl.GRPOConfig, trl.GRPOTrainer = DropInConfig, DropInTrainer
-
-# Hub models with no local stand-in, and why: a test that loads one is skipped with this reason (the tests' own
-# markers skip the GPU-only, liger, bitsandbytes and vLLM tests).
-TORCHVISION = (
-    "needs a local {0}: transformers' {0} processor requires a video processor, which needs torchvision; PyPI's "
-    "torchvision is the CUDA build, whose C++ ops do not load against the CPU torch here (no CPU torchvision wheel "
-    "is reachable from this machine)"
-)
-UNBUILT = {
-    "tiny-Qwen2VLForConditionalGeneration": TORCHVISION.format("Qwen2-VL"),
-    "tiny-Qwen2_5_VLForConditionalGeneration": TORCHVISION.format("Qwen2.5-VL"),
-    "tiny-Qwen3_5ForConditionalGeneration-NoThink": TORCHVISION.format("Qwen3.5"),
-    "tiny-Qwen3_5MoeForConditionalGeneration-3.6": TORCHVISION.format("Qwen3.5-MoE"),
-    "tiny-Gemma4ForConditionalGeneration": TORCHVISION.format("Gemma 4"),
-}
-
-
-LIGER_LOSS_REMOVED = (
-    "liger: written for TRL's Liger GRPO loss, which TRL 1.16 removed (`use_liger_kernel=True` now only warns and "
-    "applies Liger's layer kernels at train start), so {0}; liger-kernel is not installed here"
-)
-# Tests of the checkout that exercise what the installed TRL no longer has (docs/dropin.md): skipped, with why.
-VERSION_SKIPS = {
-    "test_liger_kernel_with_peft_non_lm_head_target_allowed": LIGER_LOSS_REMOVED.format(
-        "constructing without liger-kernel no longer raises the ImportError the test expects"
-    ),
-    "test_liger_kernel_with_peft_modules_to_save_lm_head_allowed": LIGER_LOSS_REMOVED.format(
-        "constructing without liger-kernel no longer raises the ImportError the test expects"
-    ),
-    "test_liger_kernel_with_peft_prompt_learning_raises": LIGER_LOSS_REMOVED.format(
-        "the loss's prompt-learning guard the test expects is gone"
-    ),
-}
 
 
 def pytest_collection_modifyitems(config, items) -> None:
@@ -125,6 +109,13 @@ def pytest_collection_modifyitems(config, items) -> None:
             if model in params or (model in source and "model_id" not in source):
                 item.add_marker(pytest.mark.skip(reason=reason))
                 break
+    skips_out = os.environ.get("TRL_DROPIN_SKIPS_OUT")
+    if skips_out:
+        with open(skips_out, "w") as out:
+            for item in items:
+                reason = skip_reason(item)
+                if reason is not None:
+                    out.write(json.dumps([junit_id(item.nodeid), reason]) + "\n")
 
 
 def _with_eos_token_ids(make_trainer):
