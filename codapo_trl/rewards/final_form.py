@@ -33,6 +33,7 @@ from typing import Any
 
 import sympy
 
+from codapo_trl.rewards.computation import more_computed
 from codapo_trl.rewards.form_reading import Mixed, prepare, read_form
 
 
@@ -207,7 +208,9 @@ def _pending_here(node: Any) -> bool:
         others = [_evaluate(f) for f in factors if f not in literal]
         coefficient = sympy.Mul(*[_evaluate(f) for f in literal]) if literal else sympy.Integer(1)
         if len(others) == 1 and isinstance(others[0], sympy.Add):
-            return False  # a coefficient times one sum: SymPy distributes it, writing it is not less evaluated
+            # A coefficient times one sum: SymPy distributes it, and writing it is not less evaluated, unless the
+            # quotient keeps a common factor of the sum's terms and its denominator (`\\frac{6+4\\sqrt2}{2}`).
+            return _uncancelled_content(coefficient, others[0])
         if len(others) > 1 and all(_same(o, others[0]) for o in others) and isinstance(others[0], sympy.Add):
             return False  # (x+1)(x+1): as factored as (x+1)^2
         evaluated = sympy.Mul(coefficient, *others)
@@ -231,6 +234,20 @@ def _pending_here(node: Any) -> bool:
         evaluated = _evaluate(node)
         return not _same(evaluated, node.func(*[_evaluate(a) for a in node.args], evaluate=False))
     return False
+
+
+def _uncancelled_content(coefficient: Any, total: Any) -> bool:
+    """Whether `coefficient * total` (a rational times a sum) keeps a factor common to the integer coefficients of
+    the sum's terms and the denominator (`\\frac{6+4\\sqrt2}{2}`, `\\frac{2+2\\sqrt5}{4}`; not `\\frac{1+\\sqrt5}{2}`)."""
+    if not getattr(coefficient, "is_Rational", False) or coefficient.q == 1:
+        return False
+    content = 0
+    for term in _flat_add(total):
+        number = _evaluate(term).as_coeff_Mul()[0]
+        if not number.is_Integer:
+            return False
+        content = math.gcd(content, int(number))
+    return math.gcd(content, int(coefficient.q)) > 1
 
 
 def pending_operations(node: Any) -> int:
@@ -330,12 +347,25 @@ class FormVerdict(tuple):
 
 
 def _is_label(node: Any) -> bool:
-    """A name that labels a value: `x`, `a_1`, `f(x)`, `f(3)`."""
-    if isinstance(node, sympy.Symbol):
-        return True
+    """A name that labels a value: `x`, `a_1`, `f(x)`, `f(3)`, `QM`, `\\tan A`, `f^{-1}(x)`."""
     from sympy.core.function import AppliedUndef
 
-    return isinstance(node, AppliedUndef) and all(isinstance(a, (sympy.Symbol, sympy.Number)) for a in node.args)
+    if isinstance(node, (sympy.Symbol, AppliedUndef)):
+        return True
+    if isinstance(node, sympy.Mul):
+        return all(isinstance(f, sympy.Symbol) for f in node.args)  # QM, AB
+    if isinstance(node, sympy.Pow):
+        return node.args[1] == -1 and _is_label(node.args[0])  # f^{-1}(x)
+    if isinstance(node, sympy.Function) and len(node.args) == 1:
+        return isinstance(node.args[0], sympy.Symbol)  # \\tan A
+    return False
+
+
+def _names_something(node: Any) -> bool:
+    """A side that cannot be a value read: it holds a name (`x^2 + 1`, `f(-2)`, `\\tan A`)."""
+    from sympy.core.function import AppliedUndef
+
+    return isinstance(node, sympy.Basic) and bool(node.free_symbols or node.atoms(AppliedUndef))
 
 
 def _relation_sides(node: Any) -> list[Any] | None:
@@ -350,6 +380,20 @@ def _relation_sides(node: Any) -> list[Any] | None:
                     sides.append(side)
         return sides
     return None
+
+
+def _side_texts(latex: str, count: int) -> list[str]:
+    """The text of each side of a prepared equation (split at its top-level `=`), or `[latex]` when the split does
+    not give `count` sides."""
+    parts, depth, start = [], 0, 0
+    for index, char in enumerate(latex):
+        depth += char in "{([" and (index == 0 or latex[index - 1] != "\\")
+        depth -= char in "})]" and (index == 0 or latex[index - 1] != "\\")
+        if char == "=" and depth == 0 and latex[index - 1 : index] not in ("<", ">", "!", ":"):
+            parts.append(latex[start:index])
+            start = index + 1
+    parts.append(latex[start:])
+    return parts if len(parts) == count else [latex]
 
 
 def _value_of(node: Any) -> Any:
@@ -380,6 +424,24 @@ def _several(node: Any) -> bool:
     return isinstance(node, (sympy.FiniteSet, sympy.Tuple, sympy.Interval, sympy.Union, sympy.MatrixBase))
 
 
+def _gold_value(gold_tree: Any, gold: str) -> tuple[Any, str, bool]:
+    """`(value, its text, whether the gold is a relation)`: a gold `x = 5` or `x \\in [-2, 7]` (a name, then its
+    value) has the value `5` or `[-2, 7]`; any other relation (`x > 3`, `3x + 2y = 6`) is a relation gold."""
+    sides = _relation_sides(gold_tree) if gold_tree is not None else None
+    if sides and len(sides) == 2 and _is_label(sides[0]):
+        return sides[1], _side_texts(gold, 2)[-1], False
+    return gold_tree, gold, isinstance(gold_tree, (sympy.Rel, sympy.And))
+
+
+def _rational_value(node: Any) -> bool:
+    """Whether `node` is a number with a rational (or decimal) value once evaluated: `2^{2010}`, `3.2 \\times 10^4`."""
+    try:
+        value = _evaluate(node)
+        return bool(value.is_Rational or value.is_Float)
+    except Exception:  # noqa: BLE001
+        return False
+
+
 def judge_form(answer: str, gold: str, kind: str) -> FormVerdict:
     """The final-form verdict on a prepared answer against its prepared gold (see the module docstring).
 
@@ -396,28 +458,37 @@ def judge_form(answer: str, gold: str, kind: str) -> FormVerdict:
     if tree is None:
         return FormVerdict((UNREADABLE, []))
     gold_tree = read_form(gold)
-    gold_is_relation = isinstance(gold_tree, (sympy.Rel, sympy.And))
+    gold_value, gold_text, gold_is_relation = _gold_value(gold_tree, gold)
     sides = None if gold_is_relation else _relation_sides(tree)
+    value_text = answer
     if sides is not None:
-        values = [side for side in sides if not _is_label(side)]
-        if not values:
+        # The value read is the last side that is not a bare name; a side that names something (`\\tan A`, `f(-2)`,
+        # `QM`) cannot be a value read, and every other side is a value that must equal the gold (`12 + 7 = 19`).
+        named = [index for index, side in enumerate(sides) if not _is_label(side)]
+        if not named:
             return FormVerdict((FALSE_RELATION, []))
+        value_index = named[-1]
+        values = [s for i, s in enumerate(sides) if i != value_index and not _names_something(s)]
+        values.append(sides[value_index])
+        value_text = _side_texts(answer, len(sides))[value_index] if len(sides) > 1 else answer
     elif (isinstance(tree, (sympy.Rel, sympy.And)) or _approximates(tree)) and not gold_is_relation:
         return FormVerdict((OTHER_RELATION, []))
     else:
         values = [tree]
-    gold_value = gold_tree
-    if gold_tree is not None and not gold_is_relation:
-        gold_sides = _relation_sides(gold_tree)
-        if gold_sides:
-            gold_value = gold_sides[-1]
-    return FormVerdict((_judge_value(values[-1], gold_value, kind), values))
+    reason = _judge_value(values[-1], gold_value, kind)
+    if reason is None and gold_value is not None and not gold_is_relation and more_computed(value_text, gold_text):
+        reason = NOT_FINAL  # more left to compute than the gold, by the answer's own tokens
+    return FormVerdict((reason, values))
 
 
 def _judge_value(value: Any, gold: Any, kind: str) -> str | None:
     gold_numeral = numeral(gold) if gold is not None else None
     if kind == "number" or gold_numeral is not None:
         return None if numeral(value) is not None else NOT_A_NUMBER
+    if gold is not None and not _several(gold) and _rational_value(gold):
+        # A rational gold written with operations (`3.2 \\times 10^4`, `2^{2010}`, `\\binom{10}{3}`): its value as a
+        # numeral, or the gold's own form; any other arithmetic (`4000 \\times 8`, `8^{670}`) is not final.
+        return None if numeral(value) is not None or _same(value, gold) else NOT_FINAL
     if gold is not None and _several(value) and not _several(gold):
         return SEVERAL_VALUES
     gold_entries = _entries(gold) if gold is not None else None
