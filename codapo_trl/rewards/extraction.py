@@ -6,17 +6,18 @@ is `codapo_trl.answers.last_boxed`), otherwise the text after the last explicit 
 ...", "Final answer: ...", "#### ..."). A bare expression somewhere in the text earns 0: with math-verify's default
 extraction a model learned to answer "What is 5 + 2?" with "5 + 2 =", which parses to 7. The one value read is that
 answer: text after the last box is not read, except a mark written against the box that continues the value it shows
-(`runs_past_box`: `\\boxed{2}^{10}`).
+(`box_in_expression`: `\\boxed{2}^{10}`, `-\\boxed{23}`).
 """
 
 from __future__ import annotations
 
 import re
 
-from codapo_trl.answers import contains_box, last_boxed, text_after_last_box
+from codapo_trl.answers import contains_box, last_boxed, text_around_last_box
+from codapo_trl.rewards.form_reading import changes_value as _changes_value
 
 
-__all__ = ["extract_final_answer", "extract_gold", "runs_past_box"]
+__all__ = ["box_in_expression", "extract_final_answer", "extract_gold"]
 
 _MAX_SCAN_CHARS = 32_768  # only the tail of a completion can hold its final answer
 
@@ -31,9 +32,23 @@ _FRAGMENT_END_RE = re.compile(
     r"\n|;|\.(?=\s|$)|,?\s+(?:because|since|so|which|where|therefore|thus|hence|as)\b|\s+I hope\b", re.IGNORECASE
 )
 _MATH_DELIMITERS = (("$$", "$$"), ("\\[", "\\]"), ("\\(", "\\)"), ("$", "$"))
-# Written against the box, it continues the value the box shows: `\boxed{2}^{10}`, `\boxed{19}_{8}`, `\boxed{1}9`,
-# `\boxed{1}.5`. A degree sign (`\boxed{60}^\circ`) is a unit, like inside the box.
-_CONTINUATION_RE = re.compile(r"\s*(?:\^(?!\s*\{?\s*\\circ)|_)|\.?\d")
+# The box is the whole value of the expression it is written in. What continues that value right after it: a power,
+# an index, a digit (`\boxed{2}^{10}`, `\boxed{19}_{8}`, `\boxed{1}9`, `\boxed{1}.5`, `\boxed{23},000`,
+# `\boxed{23}\,000`), an operation (`\boxed{23}\times 2`, `\boxed{23} + 1`, `\boxed{23}/24`, `\boxed{23}!5`). A
+# degree sign is a unit, as inside the box (`\boxed{60}^\circ`); prose after the box is not read.
+_SPACE = r"(?:[ \t]|\\[,;: !]|\\q?quad\b|~)*"
+_AFTER_BOX_RE = re.compile(
+    r"(?:\^(?!\s*\{?\s*\\circ)|_|\.?\d|(?:,|\{,\}|\\,)\d)"
+    r"|" + _SPACE + r"(?:\+|\*|/|\^(?!\s*\{?\s*\\circ)|\\(?:times|cdot|div|pm|mp|over)(?![A-Za-z])|-\s*[\d\\(])"
+)
+# ...and right before it: a sign, an operation, a digit, or the argument of an operation (`-\boxed{23}`,
+# `2\times\boxed{23}`, `1\boxed{9}`, `\frac{\boxed{23}}{2}`, `\sqrt{\boxed{23}}`, `2^{\boxed{3}}`). A list bullet
+# (`- \boxed{23}` at the start of a line) is not a sign.
+_BEFORE_BOX_RE = re.compile(
+    r"(?:(?<=\S)-|\+|\*|/|\^|_|\d|\\(?:times|cdot|div|pm|mp)|"
+    r"\\(?:[dt]?frac|sqrt|binom|dbinom|tbinom)\s*(?:\[[^\]]*\])?\s*\{(?:[^{}]*\}\s*\{)?)" + _SPACE + r"$"
+)
+_TEXT_AFTER_BOX_RE = re.compile(r"\s*\\(?:text|mbox|textrm|mathrm)\s*\{([^{}]*)\}")
 
 
 def _leading_math_span(text: str) -> str | None:
@@ -102,6 +117,7 @@ def extract_final_answer(text: str | None) -> str | None:
         '42'
         >>> extract_final_answer("5 + 2 =") is None
         True
+
         ```
     """
     if not text:
@@ -122,21 +138,31 @@ def extract_gold(gold: str) -> str | None:
     return _strip_math_delimiters(gold).rstrip(" .") or None
 
 
-def runs_past_box(text: str | None) -> bool:
-    """Whether the value a completion writes runs on past its last closed box (`\\boxed{2}^{10}`, `\\boxed{19}_{8}`,
-    `\\boxed{1}9`): the box then does not hold the value written, so it is not the answer read.
+def box_in_expression(text: str | None) -> bool:
+    """Whether the last closed box of a completion is only part of the value it writes: an operation, a sign, a digit
+    or a value word written against the box (`\\boxed{2}^{10}`, `\\boxed{1}9`, `-\\boxed{23}`,
+    `\\frac{\\boxed{23}}{2}`, `\\boxed{23}\\times 2`, `\\boxed{23}\\text{ thousand}`). The box then does not hold the
+    value written, so it is not the answer read.
 
-    Nothing else after the box is read: the grader reads one value, the box, and text after it (a remark, a unit, a
-    degree sign, a restatement, an approximation such as `\\approx 2.83`) cannot change it.
+    Nothing else around the box is read: the grader reads one value, the box, and text after it (a remark, a unit, a
+    degree sign, a restatement, a second statement, an approximation such as `\\approx 2.83`) cannot change it.
 
     Example:
         ```python
-        >>> runs_past_box(r"\\boxed{2}^{10}"), runs_past_box(r"So $\\boxed{1}9$."), runs_past_box(r"$\\boxed{60}^\\circ$")
-        (True, True, False)
-        >>> runs_past_box(r"\\boxed{23} = 26. The answer is 26."), runs_past_box("The answer is 7.")
+        >>> box_in_expression(r"\\boxed{2}^{10}"), box_in_expression(r"So $\\boxed{1}9$."), box_in_expression(r"$-\\boxed{5}$")
+        (True, True, True)
+        >>> box_in_expression(r"$\\boxed{60}^\\circ$"), box_in_expression(r"\\boxed{23} = 26. The answer is 26.")
         (False, False)
+        >>> box_in_expression("- \\\\boxed{7}"), box_in_expression(r"\\boxed{7} - that is all."), box_in_expression("7")
+        (False, False, False)
 
         ```
     """
-    after = text_after_last_box(text[-_MAX_SCAN_CHARS:]) if text else None
-    return bool(after) and _CONTINUATION_RE.match(after) is not None
+    around = text_around_last_box(text[-_MAX_SCAN_CHARS:]) if text else None
+    if around is None:
+        return False
+    before, after = around
+    if _AFTER_BOX_RE.match(after) or _BEFORE_BOX_RE.search(before[-200:]):
+        return True
+    words = _TEXT_AFTER_BOX_RE.match(after)
+    return words is not None and _changes_value(re.findall(r"[A-Za-z]+", words.group(1)))

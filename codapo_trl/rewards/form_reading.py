@@ -21,7 +21,7 @@ from codapo_trl.answers import braced_group_end
 from codapo_trl.rewards.computation import join_digit_groups, juxtaposed_numbers
 
 
-__all__ = ["JUXTAPOSED", "VALUE_WORDS", "WORDS", "Mixed", "integer_quotient", "prepare", "read_form"]
+__all__ = ["JUXTAPOSED", "VALUE_WORDS", "WORDS", "Mixed", "changes_value", "integer_quotient", "prepare", "read_form"]
 
 # ---------------------------------------------------------------------------------------------------------------------
 # Preparing the LaTeX: markup that renders nothing, and the words of \text{...} groups
@@ -72,7 +72,7 @@ VALUE_WORDS = frozenset(" ".join((_NUMBER_WORDS, _OPERATION_WORDS, _QUALIFIER_WO
 _UNIT_EXCEPTIONS = frozenset({"square", "per", "times"})  # `19 square units`, `5 miles per hour`, `3 times a day`
 
 
-def _changes_value(words: list[str]) -> bool:
+def changes_value(words: list[str]) -> bool:
     """Whether any of `words` changes the value of the number it goes with (`VALUE_WORDS`; `square` or `times`
     followed by a word is a unit: `19 square units`, `3 times a day`)."""
     lowered = [w.lower() for w in words]
@@ -102,7 +102,7 @@ def _text_group_reading(content: str, command: str, whole: bool) -> str | None:
         return ","
     if command.startswith(("math", "bold", "bm", "operatorname")) and re.fullmatch(r"[A-Za-z]", stripped):
         return stripped
-    if words and not leftover and not _changes_value(words):
+    if words and not leftover and not changes_value(words):
         return number.group() if number else ""
     return None
 
@@ -164,7 +164,7 @@ def prepare(latex: str) -> tuple[str | None, str | None]:
         tail = text[end:]
         words = _WORD_RE.findall(content)
         unit_power = _UNIT_POWER_RE.match(tail)
-        if unit_power and words and not _changes_value(words):  # \\text{ cm}^2, \\text{19 cm}^2
+        if unit_power and words and not changes_value(words):  # \\text{ cm}^2, \\text{19 cm}^2
             tail = tail[unit_power.end() :]
         if reading == "\\text{":
             return text.strip(), None  # a word answer, compared by math-verify
@@ -172,7 +172,7 @@ def prepare(latex: str) -> tuple[str | None, str | None]:
     text = re.sub(r"\s+", " ", text).strip()
     trailing = _TRAILING_WORDS_RE.search(text)
     plain_words = _WORD_RE.findall(trailing.group(1)) if trailing else []
-    if plain_words and all(len(w) > 1 for w in plain_words) and not _changes_value(plain_words):
+    if plain_words and all(len(w) > 1 for w in plain_words) and not changes_value(plain_words):
         text = text[: trailing.start(1)].rstrip()  # plain words after a number: "19 cm", "12 marbles." (not "3 m")
     if text.endswith(".") and not text.endswith(".."):
         text = text[:-1].rstrip()  # the sentence's full stop written inside the box: 19.

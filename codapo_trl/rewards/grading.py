@@ -55,7 +55,7 @@ from codapo_trl.rewards.checks import (
     same_number,
 )
 from codapo_trl.rewards.deadline_pool import DeadlineProcessPool, TaskOutcome
-from codapo_trl.rewards.extraction import extract_final_answer, extract_gold, runs_past_box
+from codapo_trl.rewards.extraction import extract_final_answer, extract_gold, box_in_expression
 from codapo_trl.rewards.final_form import (
     FALSE_RELATION,
     NOT_A_NUMBER,
@@ -86,7 +86,7 @@ GOLD_UNPARSEABLE = "gold not parseable"
 GOLD_NOT_A_CHOICE = "gold is not a choice letter"
 TIMED_OUT = "grading timed out"
 GOLD_TIMED_OUT = "gold parsing timed out"
-RUNS_PAST_BOX = "the value written runs on past its box"
+BOX_IN_EXPRESSION = "the box is only part of the value written"
 CRASHED = "grader crashed"
 UNAVAILABLE = "grader unavailable"
 FORM_REASONS = (
@@ -98,10 +98,10 @@ FORM_REASONS = (
     WORDS,
     JUXTAPOSED,
     UNREADABLE,
-    RUNS_PAST_BOX,
+    BOX_IN_EXPRESSION,
 )
 """The reasons of an answer refused for its form (`codapo_trl.rewards.final_form`, `form_reading.prepare`,
-`extraction.runs_past_box`), counted by `math_accuracy/not_final_frac`."""
+`extraction.box_in_expression`), counted by `math_accuracy/not_final_frac`."""
 
 
 @dataclass(frozen=True)
@@ -290,6 +290,7 @@ def configure_grader(
     Example:
         ```python
         >>> configure_grader(num_workers=2, timeout=2.0)
+
         ```
     """
     global _pool, _settings
@@ -477,8 +478,8 @@ def grade_answers(
             `"number"` an answer is paid only in its final form (`codapo_trl.rewards.final_form`), judged on the
             answer's own parse tree against the gold's, never on the question's wording.
         read_after_box (`bool`, *optional*):
-            Whether a right last box whose value runs on past it (`runs_past_box`: `\\boxed{2}^{10}`,
-            `\\boxed{1}9`) scores 0 with reason `RUNS_PAST_BOX`. Nothing else after the box is read: it cannot change
+            Whether a right last box whose value runs on past it (`box_in_expression`: `\\boxed{2}^{10}`,
+            `\\boxed{1}9`) scores 0 with reason `BOX_IN_EXPRESSION`. Nothing else after the box is read: it cannot change
             the one value read. `None` (default) takes the grader setting (`configure_grader`,
             `CODAPO_GRADER_READ_AFTER_BOX`, on unless set to 0); `False` grades the last box alone.
 
@@ -491,9 +492,10 @@ def grade_answers(
         >>> [r.correct for r in grade_answers([r"so \\boxed{0.5}", "5 + 2 =", r"\\boxed{5+2}"], ["1/2", "7", "7"])]
         [True, False, False]
         >>> [(r.correct, r.reason) for r in grade_answers([r"\\boxed{2}^{10}", r"\\boxed{2}. Or 3?"], ["2", "2"])]
-        [(False, 'the value written runs on past its box'), (True, None)]
+        [(False, 'the box is only part of the value written'), (True, None)]
         >>> grade_answers([r"\\boxed{2}^{10}"], ["2"], read_after_box=False)[0].correct
         True
+
         ```
     """
     n = len(predictions)
@@ -511,8 +513,8 @@ def grade_answers(
     results = _grade_extracted([extract_final_answer(text) for text in texts], golds, kinds)
     if read_after_box:
         for index, text in enumerate(texts):
-            if results[index].correct is True and runs_past_box(text):
-                results[index] = dataclasses.replace(results[index], correct=False, reason=RUNS_PAST_BOX)
+            if results[index].correct is True and box_in_expression(text):
+                results[index] = dataclasses.replace(results[index], correct=False, reason=BOX_IN_EXPRESSION)
     return results
 
 
