@@ -470,7 +470,8 @@ def judge_form(answer: str, gold: str, kind: str) -> FormVerdict:
         value_index = named[-1]
         values = [s for i, s in enumerate(sides) if i != value_index and not _names_something(s)]
         values.append(sides[value_index])
-        value_text = _side_texts(answer, len(sides))[value_index] if len(sides) > 1 else answer
+        texts = _side_texts(answer, len(sides))
+        value_text = texts[value_index] if len(texts) == len(sides) else answer
     elif (isinstance(tree, (sympy.Rel, sympy.And)) or _approximates(tree)) and not gold_is_relation:
         return FormVerdict((OTHER_RELATION, []))
     else:

@@ -56,7 +56,7 @@ _NUMBER_WORDS = (
     " eighteen nineteen twenty thirty forty fifty sixty seventy eighty ninety hundred hundreds thousand thousands"
     " million millions billion billions trillion trillions dozen dozens score half halves third thirds quarter"
     " quarters fourth fourths fifth fifths sixth sixths eighth eighths tenth tenths hundredth hundredths thousandth"
-    " thousandths double twice triple thrice"
+    " thousandths double twice triple thrice tens ones"
 )
 _OPERATION_WORDS = (
     "plus minus times over divided multiplied squared cubed square root roots power powers factorial mod modulo"
@@ -64,7 +64,7 @@ _OPERATION_WORDS = (
 )
 _QUALIFIER_WORDS = (
     "or not no approximately approx approximate about around roughly nearly almost circa least most than between"
-    " maybe perhaps possibly probably ish up to from except"
+    " maybe perhaps possibly probably ish up to from except wrong incorrect false invalid never neither nor"
 )
 _MATH_NAMES = "pi infinity infty inf sqrt sin cos tan log ln exp e i"
 VALUE_WORDS = frozenset(" ".join((_NUMBER_WORDS, _OPERATION_WORDS, _QUALIFIER_WORDS, _MATH_NAMES)).split())
@@ -100,8 +100,10 @@ def _text_group_reading(content: str, command: str, whole: bool) -> str | None:
         return number.group()
     if words and all(w.lower() in ("and", "or") for w in words) and not re.search(r"\d", content):
         return ","
-    if command.startswith(("math", "bold", "bm", "operatorname")) and re.fullmatch(r"[A-Za-z]", stripped):
-        return stripped
+    if re.fullmatch(r"[A-Za-z]", stripped) and (
+        stripped.lower() in VALUE_WORDS or command.startswith(("mathbf", "mathit", "mathsf", "mathnormal", "bold", "bm"))
+    ):
+        return stripped  # a letter under a math font: `\\mathrm{e}`, `\\mathbf{v}` (a roman `\\mathrm{m}` is a unit)
     if words and not leftover and not changes_value(words):
         return number.group() if number else ""
     return None
