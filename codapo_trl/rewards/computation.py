@@ -33,8 +33,10 @@ __all__ = ["Computation", "computation", "join_digit_groups", "juxtaposed_number
 # Numbers as written
 # ---------------------------------------------------------------------------------------------------------------------
 
-# A thousands grouping with a separator that is never a list comma: `{,}`, `,\!` (with spaces), `\,` (thin space).
-_GROUP_SEPARATOR = r"(?:\{,\}|,\s*\\!\s*|\\,)"
+# A thousands grouping with a separator that is never a list comma: `{,}`, `,\!` (with spaces), a TeX or plain space
+# (`\,`, `\ `, `\thinspace`, `~`, ` `). Joining groups concatenates digits, so it can never turn two numbers into
+# their sum: `12 7` and `12\ 7` stay two numbers (7 is not a group of three).
+_GROUP_SEPARATOR = r"(?:\{,\}|,\s*\\!\s*|\\[,;: ]|\\thinspace\s*|~| )"
 _MARKED_GROUPING_RE = re.compile(r"(?<![\d.])\d{1,3}(?:" + _GROUP_SEPARATOR + r"\d{3})+(?![\d])")
 # A plain comma grouping (`1,000`, `-12,345.5`) is one only when the number is the whole answer: `(100,200)` is a pair.
 _PLAIN_GROUPING_RE = re.compile(r"[-+]?\d{1,3}(?:,\d{3})+(?:\.\d+)?")
@@ -42,8 +44,8 @@ _SEPARATOR_RE = re.compile(_GROUP_SEPARATOR + "|,")
 
 
 def join_digit_groups(latex: str) -> str:
-    """`latex` with the separators of real thousands groupings removed (`12{,}345`, `12\\,345`, `11,\\! 111`, a whole
-    answer `1,000`); any other comma or space between digits is left where it is.
+    """`latex` with the separators of real thousands groupings removed (`12{,}345`, `12\\,345`, `12 345`, `11,\\! 111`,
+    a whole answer `1,000`); any other comma or space between digits is left where it is.
 
     Example:
         ```python
@@ -160,25 +162,27 @@ _MAX_TOKENS = 2_000
 @dataclass
 class Computation:
     """What is left to compute in a form: `heads` (function heads by class), `depth` (how deeply heads nest) and
-    `inner` (arithmetic operations written inside head arguments); `operations` counts the arithmetic operations of
-    the whole form (used for the `inner` of the head around it)."""
+    `inner` (arithmetic operations written inside head arguments); `operations` and `terms` count the arithmetic
+    operations and the additions outside any head (the first becomes the `inner` of the head around it)."""
 
     heads: Counter = field(default_factory=Counter)
     depth: int = 0
     inner: int = 0
     operations: int = 0
+    terms: int = 0  # additions and subtractions outside any head
 
     def add(self, other: Computation) -> None:
         self.heads.update(other.heads)
         self.depth = max(self.depth, other.depth)
         self.inner += other.inner
         self.operations += other.operations
+        self.terms += other.terms
 
     def headed(self, head_class: str) -> Computation:
         """This form as the argument of a head of `head_class`."""
         heads = Counter(self.heads)
         heads[head_class] += 1
-        return Computation(heads, self.depth + 1, self.inner + self.operations, 0)
+        return Computation(heads, self.depth + 1, self.inner + self.operations, 0, 0)
 
 
 class _Reader:
@@ -210,6 +214,7 @@ class _Reader:
             if token in _BINARY_OPERATIONS or token in ("=", ",", ";", "<", ">", "|", "&", r"\\"):
                 self.take()
                 total.operations += token in _BINARY_OPERATIONS
+                total.terms += token in ("+", "-", r"\pm", r"\mp")
                 atoms = 0
                 continue
             atom = self.atom()
@@ -356,4 +361,9 @@ def more_computed(answer: str, gold: str) -> bool:
         return mine is None
     if mine.depth != theirs.depth:
         return mine.depth > theirs.depth
-    return mine.inner > theirs.inner or any(count > theirs.heads[name] for name, count in mine.heads.items())
+    if mine.inner > theirs.inner or any(count > theirs.heads[name] for name, count in mine.heads.items()):
+        return True
+    # With transcendental heads, a term added around them is an identity not yet applied (`\\sec^2 x - 1` for
+    # `\\tan^2 x`); with roots alone it may be an honest rearrangement (`\\frac12+\\frac{\\sqrt5}2`), and a
+    # coefficient moved in or out of a quotient is one anywhere (`\\frac12\\sin 2x`).
+    return bool(mine.heads.keys() & {"trig", "log"}) and mine.terms > theirs.terms

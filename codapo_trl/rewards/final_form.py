@@ -442,6 +442,19 @@ def _rational_value(node: Any) -> bool:
         return False
 
 
+def _as_interval(tree: Any, gold: Any) -> Any:
+    """An inequality in one name (`x \\geq 19`, `18 \\le x \\le 20`) as the set it describes, when the gold is an
+    interval or a union of intervals; else `None`."""
+    if not isinstance(gold, (sympy.Interval, sympy.Union)) or not isinstance(tree, (sympy.Rel, sympy.And)):
+        return None
+    if isinstance(tree, sympy.Eq) or len(tree.free_symbols) != 1:
+        return None
+    try:
+        return tree.as_set()
+    except Exception:  # noqa: BLE001
+        return None
+
+
 def judge_form(answer: str, gold: str, kind: str) -> FormVerdict:
     """The final-form verdict on a prepared answer against its prepared gold (see the module docstring).
 
@@ -472,6 +485,8 @@ def judge_form(answer: str, gold: str, kind: str) -> FormVerdict:
         values.append(sides[value_index])
         texts = _side_texts(answer, len(sides))
         value_text = texts[value_index] if len(texts) == len(sides) else answer
+    elif _as_interval(tree, gold_value) is not None:
+        values = [_as_interval(tree, gold_value)]  # x \\geq 19 for [19, \\infty): the same set of values
     elif (isinstance(tree, (sympy.Rel, sympy.And)) or _approximates(tree)) and not gold_is_relation:
         return FormVerdict((OTHER_RELATION, []))
     else:

@@ -21,13 +21,13 @@ from codapo_trl.answers import braced_group_end
 from codapo_trl.rewards.computation import join_digit_groups, juxtaposed_numbers
 
 
-__all__ = ["JUXTAPOSED", "VALUE_WORDS", "WORDS", "Mixed", "changes_value", "integer_quotient", "prepare", "read_form"]
+__all__ = ["JUXTAPOSED", "VALUE_WORDS", "WORDS", "Mixed", "changes_value", "integer_quotient", "prepare", "read_form", "unit_of"]
 
 # ---------------------------------------------------------------------------------------------------------------------
 # Preparing the LaTeX: markup that renders nothing, and the words of \text{...} groups
 # ---------------------------------------------------------------------------------------------------------------------
 
-WORDS = "words that change the value read"
+WORDS = "words or marks that change the value read"
 JUXTAPOSED = "numbers written side by side"
 
 _TEXT_COMMANDS = (
@@ -35,10 +35,16 @@ _TEXT_COMMANDS = (
     "mathrm", "mathbf", "mathit", "mathsf", "mathtt", "mathnormal", "operatorname", "boldsymbol", "bm",
 )  # fmt: skip
 _TEXT_RE = re.compile(r"\\(" + "|".join(sorted(_TEXT_COMMANDS, key=len, reverse=True)) + r")\s*\{")
-_DROPPED_WITH_ARGUMENT_RE = re.compile(r"\\(?:color|phantom|hphantom|vphantom)\s*\{")
+_DROPPED_WITH_ARGUMENT_RE = re.compile(r"\\(?:color|phantom|hphantom|vphantom|hspace\*?|vspace\*?)\s*\{")
+_UNWRAPPED_RE = re.compile(r"\\(?:underline|smash|mathstrut|displaylines)\s*(?=\{)")  # decoration: keep the argument
+_SIZE_RE = re.compile(r"\\(?:tiny|small|normalsize|large|Large|LARGE|huge|Huge|bf|rm|it|sf|tt)(?![A-Za-z])")
+_REPEATING_RE = re.compile(r"(\d*)\.(\d*)\\overline\s*\{(\d+)\}")  # 0.\overline{3}
+_FRAC_COMMAND_ARGUMENTS_RE = re.compile(r"\\([dt]?frac)\s*(\\[A-Za-z]+|\w)\s*(\\[A-Za-z]+|\w)")  # \frac\pi6
+_NUMBER_BASE_RE = re.compile(r"(?<=\d)\s*_\s*(?:\{\s*\(?\s*(\d+)\s*\)?\s*\}|(\d))")  # 19_{10}, 19_{(20)}
+_MULTIPLIER_LETTERS = frozenset({"k", "K", "M", "G", "B", "T", "bn", "mn"})  # 19\text{k}: a multiplier, not a unit
 _TEXTCOLOR_RE = re.compile(r"\\textcolor\s*\{[^{}]*\}")
 _SPACING_RE = re.compile(r"(?<!\\)\\(?:[,;:! ]|quad|qquad|displaystyle|textstyle|scriptstyle)|~")
-_DEGREE_RE = re.compile(r"\^\s*\{?\s*\\circ\s*\}?|\\circ|\u00b0")
+_DEGREE_RE = re.compile(r"\^\s*\{?\s*\\circ\s*\}?|\\circ|\\degree(?![A-Za-z])|\u00b0")
 _PERCENT_RE = re.compile(r"\\?%")
 _UNIT_POWER_RE = re.compile(r"\s*\^\s*(?:\{\s*\d\s*\}|\d)")
 _NUMBER_RE = re.compile(r"[-+]?(?:\d+(?:[.,]\d+)*|\.\d+)")
@@ -59,7 +65,7 @@ _NUMBER_WORDS = (
     " thousandths double twice triple thrice tens ones"
 )
 _OPERATION_WORDS = (
-    "plus minus times over divided multiplied squared cubed square root roots power powers factorial mod modulo"
+    "plus minus over divided multiplied squared cubed square power powers factorial mod modulo"
     " negative inverse reciprocal"
 )
 _QUALIFIER_WORDS = (
@@ -69,12 +75,14 @@ _QUALIFIER_WORDS = (
 _MATH_NAMES = "pi infinity infty inf sqrt sin cos tan log ln exp e i"
 VALUE_WORDS = frozenset(" ".join((_NUMBER_WORDS, _OPERATION_WORDS, _QUALIFIER_WORDS, _MATH_NAMES)).split())
 """Words that change the value read or add a second one (see above); every other word reads as a unit or a label."""
-_UNIT_EXCEPTIONS = frozenset({"square", "per", "times"})  # `19 square units`, `5 miles per hour`, `3 times a day`
+_UNIT_EXCEPTIONS = frozenset({"square", "per"})  # `19 square units`, `5 miles per hour`
 
 
 def changes_value(words: list[str]) -> bool:
     """Whether any of `words` changes the value of the number it goes with (`VALUE_WORDS`; `square` or `times`
     followed by a word is a unit: `19 square units`, `3 times a day`)."""
+    if any(w in _MULTIPLIER_LETTERS for w in words):
+        return True
     lowered = [w.lower() for w in words]
     for index, word in enumerate(lowered):
         if word in _UNIT_EXCEPTIONS and index + 1 < len(lowered):
@@ -109,6 +117,15 @@ def _text_group_reading(content: str, command: str, whole: bool) -> str | None:
     return None
 
 
+def _repeating_fraction(match: re.Match) -> str:
+    """`0.\\overline{3}` -> `\\frac{1}{3}`: a repeating decimal is the exact fraction it writes."""
+    whole, fixed, period = match.group(1) or "0", match.group(2), match.group(3)
+    value = sympy.Integer(whole) + sympy.Rational(int(fixed or 0), 10 ** len(fixed)) + sympy.Rational(
+        int(period), (10 ** len(period) - 1) * 10 ** len(fixed)
+    )
+    return "\\frac{" + str(value.p) + "}{" + str(value.q) + "}"
+
+
 def prepare(latex: str) -> tuple[str | None, str | None]:
     """The answer as the grader reads it: `(latex, None)`, or `(None, reason)` when it must be refused.
 
@@ -126,7 +143,7 @@ def prepare(latex: str) -> tuple[str | None, str | None]:
     Example:
         ```python
         >>> prepare(r"19\\,\\text{km}"), prepare(r"\\color{red}{19}\\%"), prepare(r"19\\text{ thousand}")
-        (('19', None), ('19', None), (None, 'words that change the value read'))
+        (('19', None), ('19', None), (None, 'words or marks that change the value read'))
         >>> prepare(r"12\\ 7"), prepare(r"11,\\! 111,\\! 100"), prepare("12 marbles"), prepare("2√2")
         ((None, 'numbers written side by side'), ('11111100', None), ('12', None), ('2\\\\sqrt{2}', None))
 
@@ -141,7 +158,17 @@ def prepare(latex: str) -> tuple[str | None, str | None]:
         end = braced_group_end(text, match.end() - 1)
         if end is None:
             return None, WORDS
-        text = text[: match.start()] + text[end:]
+        text = text[: match.start()] + " " + text[end:]  # a space: `1\\phantom{0}9` stays two numbers
+    text = _SIZE_RE.sub(" ", _UNWRAPPED_RE.sub("", text))
+    text = _REPEATING_RE.sub(_repeating_fraction, text)
+    text = _FRAC_COMMAND_ARGUMENTS_RE.sub(r"\\\1{\2}{\3}", text)
+    text = text.replace(":=", "=")
+    for base in _NUMBER_BASE_RE.finditer(text):
+        if (base.group(1) or base.group(2)) != "10":
+            return None, WORDS  # 19_{20}: a numeral in another base
+    text = _NUMBER_BASE_RE.sub("", text)
+    if text.rstrip().endswith("\\") and not text.rstrip().endswith("\\\\"):
+        text = text.rstrip()[:-1]  # `\\ 19\\ ` stripped by the box reader: a TeX space cut in half
     text = join_digit_groups(text).replace("\\!", "")  # 19\\,000 and 11,\\! 111 are numbers; 12\\ 7 is not one
     text = _SPACING_RE.sub(" ", text)
     text = _DEGREE_RE.sub(" ", text)  # a unit is dropped as a space, so that `1^\\circ 9` stays two numbers
@@ -185,6 +212,69 @@ def prepare(latex: str) -> tuple[str | None, str | None]:
     if juxtaposed_numbers(text):
         return None, JUXTAPOSED
     return text, None
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# The unit an answer carries
+# ---------------------------------------------------------------------------------------------------------------------
+
+_UNIT_SYNONYMS = {
+    "cm": "centimeter", "centimetre": "centimeter", "mm": "millimeter", "millimetre": "millimeter",
+    "km": "kilometer", "kilometre": "kilometer", "m": "meter", "metre": "meter", "in": "inch", "inches": "inch",
+    "ft": "foot", "feet": "foot", "yd": "yard", "mi": "mile", "s": "second", "sec": "second", "secs": "second",
+    "min": "minute", "mins": "minute", "h": "hour", "hr": "hour", "hrs": "hour", "g": "gram", "kg": "kilogram",
+    "l": "liter", "litre": "liter", "ml": "milliliter", "millilitre": "milliliter", "deg": "degree",
+    "lb": "pound", "lbs": "pound", "oz": "ounce", "dollar": "dollar", "cents": "cent", "sq": "square",
+}  # fmt: skip
+
+
+def _unit_name(word: str) -> str:
+    """One spelling per unit: `cm` and `centimeters` are `centimeter`, `hrs` is `hour`."""
+    word = word.lower()
+    if word in _UNIT_SYNONYMS:
+        return _UNIT_SYNONYMS[word]
+    for suffix in ("es", "s"):
+        stem = word[: -len(suffix)]
+        if word.endswith(suffix) and len(stem) > 2 and (stem in _UNIT_SYNONYMS or suffix == "s"):
+            return _UNIT_SYNONYMS.get(stem, stem)
+    return word
+
+
+@functools.lru_cache(maxsize=4096)
+def unit_of(latex: str) -> str:
+    """The unit an answer carries, one spelling per unit (`19\\text{ cm}^2` -> `centimeter^2`, `\\$19` -> `dollar`,
+    `90^\\circ` -> `degree`), or `""` for none. Two answers whose units differ state different values (`19\\text{ mm}`
+    is not `19\\text{ cm}`); a unit on one side only is the question's unit, written or not.
+
+    Example:
+        ```python
+        >>> unit_of(r"19\\text{ cm}^2"), unit_of(r"19 \\text{centimeters}^2"), unit_of(r"\\$1.50"), unit_of("19")
+        ('centimeter^2', 'centimeter^2', 'dollar', '')
+
+        ```
+    """
+    text = unicodedata.normalize("NFKC", latex)
+    units = []
+    if _DEGREE_RE.search(text):
+        units.append("degree")
+    if _PERCENT_RE.search(text):
+        units.append("percent")
+    if "\\$" in text:
+        units.append("dollar")
+    for match in _TEXT_RE.finditer(text):
+        end = braced_group_end(text, match.end() - 1)
+        if end is None:
+            continue
+        words = _WORD_RE.findall(text[match.end() : end - 1])
+        whole = not (text[: match.start()] + text[end:]).strip(" {}()$")
+        if whole or not words or changes_value(words) or all(w.lower() in ("and", "or") for w in words):
+            continue
+        power = _UNIT_POWER_RE.match(text, end)
+        units.append(" ".join(_unit_name(w) for w in words) + ("^" + power.group().strip(" ^{}") if power else ""))
+    trailing = _TRAILING_WORDS_RE.search(re.sub(r"\s+", " ", text).strip())
+    if trailing and not changes_value(_WORD_RE.findall(trailing.group(1))):
+        units.append(" ".join(_unit_name(w) for w in _WORD_RE.findall(trailing.group(1))))
+    return " ".join(units)
 
 
 # ---------------------------------------------------------------------------------------------------------------------
