@@ -34,18 +34,18 @@ _FRAGMENT_END_RE = re.compile(
 _MATH_DELIMITERS = (("$$", "$$"), ("\\[", "\\]"), ("\\(", "\\)"), ("$", "$"))
 # The box is the whole value of the expression it is written in. What continues that value right after it: a power,
 # an index, a digit (`\boxed{2}^{10}`, `\boxed{19}_{8}`, `\boxed{1}9`, `\boxed{1}.5`, `\boxed{23},000`,
-# `\boxed{23}\,000`), an operation (`\boxed{23}\times 2`, `\boxed{23} + 1`, `\boxed{23}/24`, `\boxed{23}!5`). A
-# degree sign is a unit, as inside the box (`\boxed{60}^\circ`); prose after the box is not read.
+# `\boxed{23}\,000`), an operation (`\boxed{23}\times 2`, `\boxed{23} + 1`, `\boxed{23}/24`). A degree sign is a
+# unit, as inside the box (`\boxed{60}^\circ`); a `*` is Markdown emphasis (`**\boxed{5}**`); prose is not read.
 _SPACE = r"(?:[ \t]|\\[,;: !]|\\q?quad\b|~)*"
 _AFTER_BOX_RE = re.compile(
     r"(?:\^(?!\s*\{?\s*\\circ)|_|\.?\d|(?:,|\{,\}|\\,)\d)"
-    r"|" + _SPACE + r"(?:\+|\*|/|\^(?!\s*\{?\s*\\circ)|\\(?:times|cdot|div|pm|mp|over)(?![A-Za-z])|-\s*[\d\\(])"
+    r"|" + _SPACE + r"(?:\+|/|\^(?!\s*\{?\s*\\circ)|\\(?:times|cdot|div|pm|mp|over)(?![A-Za-z])|-\s*[\d\\(])"
 )
 # ...and right before it: a sign, an operation, a digit, or the argument of an operation (`-\boxed{23}`,
 # `2\times\boxed{23}`, `1\boxed{9}`, `\frac{\boxed{23}}{2}`, `\sqrt{\boxed{23}}`, `2^{\boxed{3}}`). A list bullet
 # (`- \boxed{23}` at the start of a line) is not a sign.
 _BEFORE_BOX_RE = re.compile(
-    r"(?:(?<=\S)-|\+|\*|/|\^|_|\d|\\(?:times|cdot|div|pm|mp)|"
+    r"(?:(?<=\S)-|\+|/|\^|_|\d|\\(?:times|cdot|div|pm|mp)|"
     r"\\(?:[dt]?frac|sqrt|binom|dbinom|tbinom)\s*(?:\[[^\]]*\])?\s*\{(?:[^{}]*\}\s*\{)?)" + _SPACE + r"$"
 )
 _TEXT_AFTER_BOX_RE = re.compile(r"\s*\\(?:text|mbox|textrm|mathrm)\s*\{([^{}]*)\}")

@@ -163,10 +163,7 @@ def prepare(latex: str) -> tuple[str | None, str | None]:
     text = _REPEATING_RE.sub(_repeating_fraction, text)
     text = _FRAC_COMMAND_ARGUMENTS_RE.sub(r"\\\1{\2}{\3}", text)
     text = text.replace(":=", "=")
-    for base in _NUMBER_BASE_RE.finditer(text):
-        if (base.group(1) or base.group(2)) != "10":
-            return None, WORDS  # 19_{20}: a numeral in another base
-    text = _NUMBER_BASE_RE.sub("", text)
+    text = _NUMBER_BASE_RE.sub("", text)  # the base of a numeral is compared like a unit (`unit_of`)
     if text.rstrip().endswith("\\") and not text.rstrip().endswith("\\\\"):
         text = text.rstrip()[:-1]  # `\\ 19\\ ` stripped by the box reader: a TeX space cut in half
     text = join_digit_groups(text).replace("\\!", "")  # 19\\,000 and 11,\\! 111 are numbers; 12\\ 7 is not one
@@ -209,6 +206,8 @@ def prepare(latex: str) -> tuple[str | None, str | None]:
         text = text[1:-1].strip()  # {19}: a group, not a set
     if not text:
         return None, WORDS
+    if re.fullmatch(r"[A-Za-z]{3,}", text) and text.lower() not in VALUE_WORDS:
+        return "\\text{" + text + "}", None  # a bare word is a word answer (`Navin` for `\\text{Navin}`), not a product
     if juxtaposed_numbers(text):
         return None, JUXTAPOSED
     return text, None
@@ -244,7 +243,8 @@ def _unit_name(word: str) -> str:
 def unit_of(latex: str) -> str:
     """The unit an answer carries, one spelling per unit (`19\\text{ cm}^2` -> `centimeter^2`, `\\$19` -> `dollar`,
     `90^\\circ` -> `degree`), or `""` for none. Two answers whose units differ state different values (`19\\text{ mm}`
-    is not `19\\text{ cm}`); a unit on one side only is the question's unit, written or not.
+    is not `19\\text{ cm}`); a unit on one side only is the question's unit, written or not. The base of a numeral
+    other than 10 is a unit too (`52_8` -> `base 8`), one the answer may only write when the gold does.
 
     Example:
         ```python
@@ -254,7 +254,7 @@ def unit_of(latex: str) -> str:
         ```
     """
     text = unicodedata.normalize("NFKC", latex)
-    units = []
+    units = [f"base {b.group(1) or b.group(2)}" for b in _NUMBER_BASE_RE.finditer(text) if (b.group(1) or b.group(2)) != "10"]
     if _DEGREE_RE.search(text):
         units.append("degree")
     if _PERCENT_RE.search(text):

@@ -199,8 +199,8 @@ def _grade_pair(payload: tuple) -> tuple[bool | None, str | None, str | None, st
     if problem is not None:
         return False, problem, None, gold_text
     unit, gold_unit = form_reading.unit_of(predicted), form_reading.unit_of(gold)
-    if unit and gold_unit and unit != gold_unit:
-        return False, WORDS, None, gold_text  # 19 mm for 19 cm: another unit is another value
+    if unit != gold_unit and ((unit and gold_unit) or "base" in unit):
+        return False, WORDS, None, gold_text  # 19 mm for 19 cm, 19_{20} for 19: another unit is another value
     # The form first: an answer refused for its form, or a numeral against a numeral, needs no math-verify parse.
     if form_reading.read_form(prepared_gold) is None and getattr(gold_parsed[0], "is_Number", False):
         kind = "number"  # a numeric gold the form reader cannot read still asks for a numeral
