@@ -16,6 +16,7 @@ The answer vocabulary itself (boxed answers, completion text, answer types) live
 from codapo_trl.answers import ANSWER_TYPES
 from codapo_trl.rewards.extraction import extract_final_answer
 from codapo_trl.rewards.grading import (
+    BOX_IN_EXPRESSION,
     CRASHED,
     FORM_REASONS,
     GOLD_MISSING,
@@ -27,7 +28,6 @@ from codapo_trl.rewards.grading import (
     NOT_A_CHOICE,
     NOT_A_NUMBER,
     NOT_FINAL,
-    BOX_IN_EXPRESSION,
     TIMED_OUT,
     UNAVAILABLE,
     UNPARSEABLE_ANSWER,

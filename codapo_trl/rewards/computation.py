@@ -66,8 +66,28 @@ _TOKEN_RE = re.compile(r"\d+(?:\.\d+)?|\.\d+|\\[A-Za-z]+|\\.|\s+|.", re.DOTALL)
 _NUMBER_TOKEN_RE = re.compile(r"\d|\.\d")
 # Commands that typeset nothing but space; any other command between two numbers is an operation or a name.
 _SPACE_COMMANDS = frozenset(
-    r"\, \; \: \! \> \quad \qquad \enspace \thinspace \medspace \thickspace \negthinspace \negmedspace"
-    r" \negthickspace \hfill \space \nobreakspace \displaystyle \textstyle \scriptstyle".split()
+    [
+        r"\,",
+        r"\;",
+        r"\:",
+        r"\!",
+        r"\>",
+        r"\quad",
+        r"\qquad",
+        r"\enspace",
+        r"\thinspace",
+        r"\medspace",
+        r"\thickspace",
+        r"\negthinspace",
+        r"\negmedspace",
+        r"\negthickspace",
+        r"\hfill",
+        r"\space",
+        r"\nobreakspace",
+        r"\displaystyle",
+        r"\textstyle",
+        r"\scriptstyle",
+    ]
 ) | {"\\ "}
 _SCRIPTS = frozenset({"^", "_"})
 _TAKES_ARGUMENT = frozenset({r"\sqrt", r"\frac", r"\dfrac", r"\tfrac", r"\binom", r"\dbinom", r"\tbinom"})
@@ -146,7 +166,7 @@ _HEAD_CLASSES = {
     "combinatorial": (r"\binom", r"\dbinom", r"\tbinom", r"\choose", "!"),
     "rounding": (r"\lfloor", r"\lceil"),
     "extremum": (r"\max", r"\min", r"\gcd", r"\lcm", r"\sup", r"\inf", r"\arg", r"\mod", r"\bmod", r"\pmod"),
-    "calculus": (r"\sum", r"\prod", r"\int", r"\iint", r"\oint", r"\lim", r"\det", r"\partial", r"\nabla"),
+    "calculus": (r"\sum", r"\prod", r"\int", r"\iint", r"\lim", r"\det", r"\partial", r"\nabla"),
 }
 _HEAD_CLASS = {head: name for name, heads in _HEAD_CLASSES.items() for head in heads}
 _BINARY_OPERATIONS = frozenset(
@@ -154,7 +174,9 @@ _BINARY_OPERATIONS = frozenset(
 )
 _TWO_ARGUMENTS = frozenset({r"\frac", r"\dfrac", r"\tfrac", r"\cfrac", r"\binom", r"\dbinom", r"\tbinom"})
 _CLOSERS = {"(": ")", "[": "]", "{": "}", r"\lfloor": r"\rfloor", r"\lceil": r"\rceil", r"\{": r"\}"}
-_IGNORED = frozenset({r"\left", r"\right", r"\big", r"\Big", r"\bigg", r"\Bigg", r"\bigl", r"\bigr", r"\Bigl", r"\Bigr"})
+_IGNORED = frozenset(
+    {r"\left", r"\right", r"\big", r"\Big", r"\bigg", r"\Bigg", r"\bigl", r"\bigr", r"\Bigl", r"\Bigr"}
+)
 _ARGUMENT_STOPS = frozenset({"+", "-", "=", ",", ";", r"\pm", r"\mp", "<", ">", r"\le", r"\ge", r"\leq", r"\geq"})
 _MAX_TOKENS = 2_000
 
@@ -303,10 +325,8 @@ class _Reader:
                 index.add(part)
             else:
                 power = part
-        if self.peek() in ("(", "{", "["):
-            argument = self.atom(postfix=False)
-        else:
-            argument = self.sequence(stops=_ARGUMENT_STOPS)
+        bracketed = self.peek() in ("(", "{", "[")
+        argument = self.atom(postfix=False) if bracketed else self.sequence(stops=_ARGUMENT_STOPS)
         argument.add(index)
         result = argument.headed(_HEAD_CLASS[head])
         if power is not None:

@@ -21,7 +21,17 @@ from codapo_trl.answers import braced_group_end
 from codapo_trl.rewards.computation import join_digit_groups, juxtaposed_numbers
 
 
-__all__ = ["JUXTAPOSED", "VALUE_WORDS", "WORDS", "Mixed", "changes_value", "integer_quotient", "prepare", "read_form", "unit_of"]
+__all__ = [
+    "JUXTAPOSED",
+    "VALUE_WORDS",
+    "WORDS",
+    "Mixed",
+    "changes_value",
+    "integer_quotient",
+    "prepare",
+    "read_form",
+    "unit_of",
+]
 
 # ---------------------------------------------------------------------------------------------------------------------
 # Preparing the LaTeX: markup that renders nothing, and the words of \text{...} groups
@@ -37,6 +47,7 @@ _TEXT_COMMANDS = (
 _TEXT_RE = re.compile(r"\\(" + "|".join(sorted(_TEXT_COMMANDS, key=len, reverse=True)) + r")\s*\{")
 _DROPPED_WITH_ARGUMENT_RE = re.compile(r"\\(?:color|phantom|hphantom|vphantom|hspace\*?|vspace\*?)\s*\{")
 _UNWRAPPED_RE = re.compile(r"\\(?:underline|smash|mathstrut|displaylines)\s*(?=\{)")  # decoration: keep the argument
+_ONE_CELL_ARRAY_RE = re.compile(r"\\begin\{(array|aligned|gathered)\}(?:\{[^{}]*\})?([^&]*?)\\end\{\1\}")
 _SIZE_RE = re.compile(r"\\(?:tiny|small|normalsize|large|Large|LARGE|huge|Huge|bf|rm|it|sf|tt)(?![A-Za-z])")
 _REPEATING_RE = re.compile(r"(\d*)\.(\d*)\\overline\s*\{(\d+)\}")  # 0.\overline{3}
 _FRAC_COMMAND_ARGUMENTS_RE = re.compile(r"\\([dt]?frac)\s*(\\[A-Za-z]+|\w)\s*(\\[A-Za-z]+|\w)")  # \frac\pi6
@@ -109,7 +120,8 @@ def _text_group_reading(content: str, command: str, whole: bool) -> str | None:
     if words and all(w.lower() in ("and", "or") for w in words) and not re.search(r"\d", content):
         return ","
     if re.fullmatch(r"[A-Za-z]", stripped) and (
-        stripped.lower() in VALUE_WORDS or command.startswith(("mathbf", "mathit", "mathsf", "mathnormal", "bold", "bm"))
+        stripped.lower() in VALUE_WORDS
+        or command.startswith(("mathbf", "mathit", "mathsf", "mathnormal", "bold", "bm"))
     ):
         return stripped  # a letter under a math font: `\\mathrm{e}`, `\\mathbf{v}` (a roman `\\mathrm{m}` is a unit)
     if words and not leftover and not changes_value(words):
@@ -120,8 +132,10 @@ def _text_group_reading(content: str, command: str, whole: bool) -> str | None:
 def _repeating_fraction(match: re.Match) -> str:
     """`0.\\overline{3}` -> `\\frac{1}{3}`: a repeating decimal is the exact fraction it writes."""
     whole, fixed, period = match.group(1) or "0", match.group(2), match.group(3)
-    value = sympy.Integer(whole) + sympy.Rational(int(fixed or 0), 10 ** len(fixed)) + sympy.Rational(
-        int(period), (10 ** len(period) - 1) * 10 ** len(fixed)
+    value = (
+        sympy.Integer(whole)
+        + sympy.Rational(int(fixed or 0), 10 ** len(fixed))
+        + sympy.Rational(int(period), (10 ** len(period) - 1) * 10 ** len(fixed))
     )
     return "\\frac{" + str(value.p) + "}{" + str(value.q) + "}"
 
@@ -160,6 +174,7 @@ def prepare(latex: str) -> tuple[str | None, str | None]:
             return None, WORDS
         text = text[: match.start()] + " " + text[end:]  # a space: `1\\phantom{0}9` stays two numbers
     text = _SIZE_RE.sub(" ", _UNWRAPPED_RE.sub("", text))
+    text = _ONE_CELL_ARRAY_RE.sub(lambda m: m.group(2) if "\\\\" not in m.group(2).strip(" \\") else m.group(), text)
     text = _REPEATING_RE.sub(_repeating_fraction, text)
     text = _FRAC_COMMAND_ARGUMENTS_RE.sub(r"\\\1{\2}{\3}", text)
     text = text.replace(":=", "=")
@@ -207,7 +222,10 @@ def prepare(latex: str) -> tuple[str | None, str | None]:
     if not text:
         return None, WORDS
     if re.fullmatch(r"[A-Za-z]{3,}", text) and text.lower() not in VALUE_WORDS:
-        return "\\text{" + text + "}", None  # a bare word is a word answer (`Navin` for `\\text{Navin}`), not a product
+        return (
+            "\\text{" + text + "}",
+            None,
+        )  # a bare word is a word answer (`Navin` for `\\text{Navin}`), not a product
     if juxtaposed_numbers(text):
         return None, JUXTAPOSED
     return text, None
@@ -254,7 +272,11 @@ def unit_of(latex: str) -> str:
         ```
     """
     text = unicodedata.normalize("NFKC", latex)
-    units = [f"base {b.group(1) or b.group(2)}" for b in _NUMBER_BASE_RE.finditer(text) if (b.group(1) or b.group(2)) != "10"]
+    units = [
+        f"base {b.group(1) or b.group(2)}"
+        for b in _NUMBER_BASE_RE.finditer(text)
+        if (b.group(1) or b.group(2)) != "10"
+    ]
     if _DEGREE_RE.search(text):
         units.append("degree")
     if _PERCENT_RE.search(text):

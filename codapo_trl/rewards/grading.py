@@ -55,7 +55,7 @@ from codapo_trl.rewards.checks import (
     same_number,
 )
 from codapo_trl.rewards.deadline_pool import DeadlineProcessPool, TaskOutcome
-from codapo_trl.rewards.extraction import extract_final_answer, extract_gold, box_in_expression
+from codapo_trl.rewards.extraction import box_in_expression, extract_final_answer, extract_gold
 from codapo_trl.rewards.final_form import (
     FALSE_RELATION,
     NOT_A_NUMBER,
