@@ -1,7 +1,8 @@
 """The final-form rule of the maths grader: an answer is paid only in its final form, judged on its own parse tree.
 
-An answer equal to the gold is still refused when it is *less evaluated* than the gold (docs/rewards.md states the
-rule with examples). The answer and the gold are read by math-verify's own LaTeX parser (`latex2sympy2_extended`)
+An answer equal to the gold is still refused when it is *less computed* than the gold (docs/rewards.md states the
+rule with examples), by two measures: the answer's own tokens (`codapo_trl.rewards.computation`: function heads,
+their nesting and the arithmetic inside their arguments, which no parser evaluates) and its parse tree below. The answer and the gold are read by math-verify's own LaTeX parser (`latex2sympy2_extended`)
 with the few evaluations it does by itself switched off (`codapo_trl.rewards.form_reading`), so that the SymPy tree is the answer as
 written: `\\frac68` stays a quotient of 6 by 8, `\\binom84` a binomial, `-(-19)` a double negation. Then:
 
@@ -10,25 +11,32 @@ written: `\\frac68` stays a quotient of 6 by 8, `\\binom84` a binomial, `-(-19)`
    `\\frac34`, not `0.7500000001`). Under the `number` answer type the answer must be a numeral whatever the gold.
    This is a whitelist of node types: a sum, product, power, root, binomial, factorial, logarithm, floor, integral,
    limit or any other operation on literals is not a numeral, listed or not.
-2. **Not less evaluated** (`pending_operations`): the answer may not hold more operations that SymPy's own automatic
+2. **Not less computed.** By the tokens (`computation.more_computed`): no deeper nesting of heads, and at the same
+   depth no more arithmetic inside head arguments nor more heads of a class (`\\sqrt{3+2\\sqrt2}` for `1+\\sqrt2`,
+   `\\log_3 5+\\log_3 2` for `\\log_3 10`, `(1+\\sqrt2)^2` for `3+2\\sqrt2`). A gold written with operations whose
+   value is rational (`3.2\\times10^4`, `2^{2010}`) takes a numeral or its own form, nothing else. By the tree
+   (`pending_operations`): the answer may not hold more operations that SymPy's own automatic
    evaluation would carry out (`7+12`, `x+x`, `\\sqrt 8`, `2^{3/2}`, `\\frac{6}{8}`, `\\frac{4}{\\sqrt2}`, `\\cdot 1`,
    `+0`, `\\log_2 64`, an unevaluated union...) than the gold does. Integrals, sums, products and limits always count.
 3. **Polynomials** in the gold's form: an expanded gold asks for an answer with no product or power of a sum; a
    factored gold asks for at least as many factors (`factor_count`); a fraction of polynomials may not keep a common
    factor the gold has cancelled (`uncancelled_fractions`).
-4. **Relations.** When the gold is not a relation, each side of an equation in the answer that is not a bare name
-   (`x`, `f(x)`, `a_1`) must equal the gold, and the last of them is the answer whose form is judged by the rules
-   above: `12 + 7 = 19` and `x = 19` are paid, `20 = 19` and `x^2+2x+1 = (x+1)^2` (for an expanded gold) are not.
-   Any other relation (`<`, `\\ne`, `\\approx`) states no value.
+4. **Relations.** When the gold is not a relation (a gold `x = 5` or `x \\in [-2, 7]` is its value), the value read
+   is the last side of an equation in the answer that is not a bare name; a side that names something (`\\tan A`,
+   `f(-2)`, `QM`, `f^{-1}(x)`) is a label, and any other side must equal the gold: `12 + 7 = 19`, `x = 19` and
+   `\\tan A = 2` are paid, `20 = 19` and `x^2+2x+1 = (x+1)^2` (for an expanded gold) are not. An inequality in one
+   name is the set it describes when the gold is an interval (`x \\geq 19` for `[19, \\infty)`); any other relation
+   (`<`, `\\ne`, `\\approx`) states no value.
 5. **One value.** A set or list of values (`\\pm`, `or`, a comma list) is an answer only where the gold is one.
 
-What still rests on lists is said in docs/rewards.md: the unit words a number may carry (`form_reading.unit_words`), the LaTeX
-markup that is dropped before reading, and what SymPy happens to evaluate automatically.
+What still rests on lists is said in docs/rewards.md: the words that change a value (`form_reading.VALUE_WORDS`), the
+LaTeX markup that is dropped before reading, and the head classes of `computation`.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 import sympy
@@ -442,6 +450,22 @@ def _rational_value(node: Any) -> bool:
         return False
 
 
+def _rounded_to(tree: Any) -> Any:
+    """The exact side of `exact \\approx decimal` when the decimal is that value rounded (or cut) to its own
+    places (`\\sqrt{53} \\approx 7.28`); else `None` (`19 \\approx 20` states no value)."""
+    if not (_approximates(tree) and str(getattr(tree, "func", "")) == "approx" and len(tree.args) == 2):
+        return None
+    exact, rounded = tree.args
+    if not getattr(rounded, "is_Float", False) or exact.has(sympy.Float) or _approximates(exact):
+        return None
+    places = len(str(rounded).rstrip("0").partition(".")[2])
+    try:
+        error = abs(float(_evaluate(exact)) - float(rounded))
+    except (TypeError, ValueError):
+        return None
+    return exact if error <= 10.0**-places else None
+
+
 def _as_interval(tree: Any, gold: Any) -> Any:
     """An inequality in one name (`x \\geq 19`, `18 \\le x \\le 20`) as the set it describes, when the gold is an
     interval or a union of intervals; else `None`."""
@@ -470,6 +494,9 @@ def judge_form(answer: str, gold: str, kind: str) -> FormVerdict:
     tree = read_form(answer)
     if tree is None:
         return FormVerdict((UNREADABLE, []))
+    exact = _rounded_to(tree)
+    if exact is not None:  # `\\sqrt{53} \\approx 7.28`: the exact value is read, its rounding is a remark
+        tree, answer = exact, re.split(r"\\approx|\u2248", answer)[0]
     gold_tree = read_form(gold)
     gold_value, gold_text, gold_is_relation = _gold_value(gold_tree, gold)
     sides = None if gold_is_relation else _relation_sides(tree)

@@ -60,7 +60,10 @@ _PERCENT_RE = re.compile(r"\\?%")
 _UNIT_POWER_RE = re.compile(r"\s*\^\s*(?:\{\s*\d\s*\}|\d)")
 _NUMBER_RE = re.compile(r"[-+]?(?:\d+(?:[.,]\d+)*|\.\d+)")
 _WORD_RE = re.compile(r"[A-Za-z]+")
-_TRAILING_WORDS_RE = re.compile(r"(?<=\d)\s+([A-Za-z]+(?:\s*/\s*[A-Za-z]+|\s+[A-Za-z]+)*)\s*\.?$")
+_TRAILING_WORDS_RE = re.compile(
+    r"(?:(?<=\d)|(?<=\\pi)|(?<=[})]))\s+([A-Za-z]+(?:\s*/\s*[A-Za-z]+|\s+[A-Za-z]+)*)\s*\.?$"
+)
+_LEADING_WORDS_RE = re.compile(r"^((?:[A-Za-z]{2,}\s+)+)(?=[-+]?\d)")  # "Hillary has 7 nickels"
 _UNICODE_ROOT_RE = re.compile(r"\u221a\s*(\([^()]*\)|\d+(?:\.\d+)?|[A-Za-z]|\\[A-Za-z]+)")
 _UNICODE_SYMBOLS = {"\u221a": "\\sqrt ", "\u221b": "\\sqrt[3] ", "\u03c0": "\\pi ", "\u221e": "\\infty "}
 
@@ -209,8 +212,13 @@ def prepare(latex: str) -> tuple[str | None, str | None]:
             tail = tail[unit_power.end() :]
         if reading == "\\text{":
             return text.strip(), None  # a word answer, compared by math-verify
+        if reading == "" and tail.lstrip().startswith(("_", "(")):
+            reading = "P"  # a name written in words (`\\text{proj}_{b} a`): one letter, a label for the reader
         text = text[: match.start()] + (" " + reading + " " if reading else " ") + tail
     text = re.sub(r"\s+", " ", text).strip()
+    leading = _LEADING_WORDS_RE.match(text)
+    if leading and not changes_value(_WORD_RE.findall(leading.group(1))):
+        text = text[leading.end() :]  # plain words before a number: "Hillary has 7 nickels"
     trailing = _TRAILING_WORDS_RE.search(text)
     plain_words = _WORD_RE.findall(trailing.group(1)) if trailing else []
     if plain_words and all(len(w) > 1 for w in plain_words) and not changes_value(plain_words):
@@ -248,6 +256,8 @@ _UNIT_SYNONYMS = {
 def _unit_name(word: str) -> str:
     """One spelling per unit: `cm` and `centimeters` are `centimeter`, `hrs` is `hour`."""
     word = word.lower()
+    if word in ("square", "cubic"):
+        return word
     if word in _UNIT_SYNONYMS:
         return _UNIT_SYNONYMS[word]
     for suffix in ("es", "s"):
@@ -296,7 +306,8 @@ def unit_of(latex: str) -> str:
     trailing = _TRAILING_WORDS_RE.search(re.sub(r"\s+", " ", text).strip())
     if trailing and not changes_value(_WORD_RE.findall(trailing.group(1))):
         units.append(" ".join(_unit_name(w) for w in _WORD_RE.findall(trailing.group(1))))
-    return " ".join(units)
+    unit = " ".join(units)
+    return re.sub(r"\b(square|cubic) (\w+)", lambda m: m.group(2) + ("^2" if m.group(1) == "square" else "^3"), unit)
 
 
 # ---------------------------------------------------------------------------------------------------------------------

@@ -9,6 +9,10 @@ Two were flipped by the developer after reading them (the `note` of each says wh
 `unit-thousand-for-19000` (`19\\ \\text{thousand}`: a multiplier word is not a unit). A hostile case passes on 0.0 or `None` (refused or ungraded), an honest one only on 1.0. Every case is
 bounded: the grader's own per-answer deadline, and a 60 s timeout on the test even if the defence fails.
 
+Issue 32 flipped 25 hostile cases of the family `5-after-box` to honest (the `note` of each says why): the grader
+reads one value, the last box, and a statement written after it cannot change that value, so the check that read it
+guarded no gain and was deleted. The issue's own red team is `test_maths_redteam_issue32.py`.
+
 The honest regression check is here too: every gold answer of the fixtures and of the hostile suite, graded against
 itself and against its boxed form in a sentence, must be paid.
 """
