@@ -202,9 +202,10 @@ def text_around_last_box(text: str | None) -> tuple[str, str] | None:
 def text_after_last_box(text: str | None) -> str | None:
     """What a completion writes after its last closed `\\boxed{...}` / `\\fbox{...}`; `None` if it has no such box.
 
-    The grader never reads this text (the last box wins, see `last_boxed`), so a policy may write anything there,
-    including a different final answer (`\\boxed{23} = 26. The answer is 26.`). Analyses use it to count such
-    contradictions; an unclosed last box gives `None` like `last_boxed`.
+    The grader reads one value, the last box (see `last_boxed`): text after it cannot change that value, so it is not
+    read, except a mark that continues the box's value (`codapo_trl.rewards.extraction.box_in_expression`,
+    `\\boxed{2}^{10}`). Analyses use it to count answers stated after the box (`\\boxed{23} = 26. The answer is 26.`);
+    an unclosed last box gives `None` like `last_boxed`.
 
     Example:
         ```python

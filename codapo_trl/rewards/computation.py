@@ -192,6 +192,8 @@ class Computation:
     inner: int = 0
     operations: int = 0
     terms: int = 0  # additions and subtractions outside any head
+    largest: float = 0.0  # the largest number written outside any head
+    inner_largest: float = 0.0  # the largest number written inside a head's arguments (a radicand, a log's base)
 
     def add(self, other: Computation) -> None:
         self.heads.update(other.heads)
@@ -199,12 +201,15 @@ class Computation:
         self.inner += other.inner
         self.operations += other.operations
         self.terms += other.terms
+        self.largest = max(self.largest, other.largest)
+        self.inner_largest = max(self.inner_largest, other.inner_largest)
 
     def headed(self, head_class: str) -> Computation:
         """This form as the argument of a head of `head_class`."""
         heads = Counter(self.heads)
         heads[head_class] += 1
-        return Computation(heads, self.depth + 1, self.inner + self.operations, 0, 0)
+        inner_largest = max(self.inner_largest, self.largest)
+        return Computation(heads, self.depth + 1, self.inner + self.operations, 0, 0, 0.0, inner_largest)
 
 
 class _Reader:
@@ -280,6 +285,8 @@ class _Reader:
             result = self.function(token)
         elif token.startswith("\\") and token[1:].isalpha() and token in (r"\text", r"\mathrm", r"\operatorname"):
             result = self.group()
+        elif _NUMBER_TOKEN_RE.match(token):
+            result.largest = float(token)
         else:
             letter_base = len(token) == 1 and token.isalpha()
         while postfix and self.peek() in ("^", "_", "!", "'"):
@@ -363,7 +370,7 @@ def computation(latex: str) -> Computation | None:
 
 def more_computed(answer: str, gold: str) -> bool:
     """Whether `answer` leaves more to compute than `gold`: heads nested more deeply; or, at the same depth, more
-    arithmetic inside head arguments or more heads of some class (`\\sqrt{3+2\\sqrt2}` against `1+\\sqrt2`,
+    arithmetic inside head arguments, more heads of some class, or a larger number inside a head's arguments (`\\sqrt{3+2\\sqrt2}` against `1+\\sqrt2`,
     `\\log_3 5+\\log_3 2` against `\\log_3 10`, `(1+\\sqrt2)^2` against `3+2\\sqrt2`). A form nested less deeply
     than its gold is never more computed (`\\frac{\\sqrt6+\\sqrt2}{4}` for `\\frac{\\sqrt{2+\\sqrt3}}{2}`).
 
@@ -383,6 +390,10 @@ def more_computed(answer: str, gold: str) -> bool:
         return mine.depth > theirs.depth
     if mine.inner > theirs.inner or any(count > theirs.heads[name] for name, count in mine.heads.items()):
         return True
+    if mine.inner_largest > theirs.inner_largest:
+        return (
+            True  # a larger radicand or log argument than the gold's, the rest equal: `\\log_9 100` for `\\log_3 10`
+        )
     # With transcendental heads, a term added around them is an identity not yet applied (`\\sec^2 x - 1` for
     # `\\tan^2 x`); with roots alone it may be an honest rearrangement (`\\frac12+\\frac{\\sqrt5}2`), and a
     # coefficient moved in or out of a quotient is one anywhere (`\\frac12\\sin 2x`).

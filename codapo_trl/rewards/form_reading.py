@@ -1,4 +1,5 @@
-"""Reading a maths answer as written: the LaTeX the grader reads (`prepare`) and its SymPy tree (`read_form`).
+"""Reading a maths answer as written: the LaTeX the grader reads (`prepare`), the unit it carries (`unit_of`) and its
+SymPy tree (`read_form`).
 
 The final-form rule (`codapo_trl.rewards.final_form`) judges this tree. It is math-verify's own LaTeX parser
 (`latex2sympy2_extended`) with the few evaluations that parser makes by itself switched off, so that `\\frac68` stays a

@@ -1,6 +1,6 @@
 """The answer grader behind the maths reward, `codapo-eval` and the analysis: `grade_answers`.
 
-Length: about 610 lines: the verdict reasons, the worker-side grading, the grader's settings and shared pool, its
+Length: about 590 lines: the verdict reasons, the worker-side grading, the grader's settings and shared pool, its
 caches and the public entry point share one cache and one set of reasons; the rules themselves live in `extraction`,
 `final_form` and `checks`.
 

@@ -83,6 +83,7 @@ DEVELOPER_HOSTILE = [
     ("\\cos^2 x-\\sin^2 x", "\\cos 2x"),
     ("\\log_3(2\\cdot 5)", "\\log_3 10"),
     ("\\sqrt{\\sqrt{16}}\\pi", "2\\pi"),
+    ("\\log_9 100", "\\log_3 10"),
     # a gold written with operations takes its value or its own form
     ("4^{10}", "2^{20}"),
     ("2^{10}\\cdot 2^{10}", "2^{20}"),
@@ -112,6 +113,7 @@ DEVELOPER_HONEST = [
     ("2\\sqrt2", "2\\sqrt2"),
     ("\\cos 2x", "\\cos 2x"),
     ("\\log_3 10", "\\log_3 10"),
+    ("\\log_3 10", "\\log_9 100"),
     ("2\\pi", "2\\pi"),
     ("\\frac{1+\\sqrt5}{2}", "\\frac12+\\frac{\\sqrt5}{2}"),
     ("2^{1/3}", "\\sqrt[3]{2}"),
