@@ -4,7 +4,8 @@ they disagree).
 
 Prints how many right answers the grader refuses and how many wrong, unfinished or unanchored answers it pays, and
 lists each of them with its gold, what the grader read and why, so that every difference from the reference can be
-read. The corpus itself (`normalised.jsonl`, public MATH-500 outputs) is kept outside the repository.
+read. An item whose grading misses its deadline (a loaded machine) is graded again, up to `--retries` times, as
+`grade.py` does. The corpus itself (`normalised.jsonl`, public MATH-500 outputs) is kept outside the repository.
 
     PYTHONPATH=. python experiments/grader_audit/regrade.py --corpus /work/corpus/normalised.jsonl \
         --verdicts /work/corpus/verdicts.jsonl
@@ -18,7 +19,7 @@ import logging
 from collections import Counter
 from pathlib import Path
 
-from codapo_trl.rewards import configure_grader, grade_answers
+from codapo_trl.rewards import GOLD_TIMED_OUT, TIMED_OUT, configure_grader, grade_answers, grading
 
 
 logger = logging.getLogger("regrade")
@@ -31,6 +32,7 @@ def main() -> None:
         "--verdicts", type=Path, default=Path("/work/corpus/verdicts.jsonl"), help="grade.py's output."
     )
     parser.add_argument("--workers", type=int, default=2, help="Grader worker processes.")
+    parser.add_argument("--retries", type=int, default=3, help="Times an item that timed out is graded again.")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     configure_grader(num_workers=args.workers, timeout=2.0)
@@ -38,6 +40,15 @@ def main() -> None:
     truth = {row["id"]: row["truth"] for row in map(json.loads, args.verdicts.open(encoding="utf-8"))}
     ids = [item for item in rows if item in truth]
     results = grade_answers([rows[i]["completion"] for i in ids], [rows[i]["gold"] for i in ids])
+    for _ in range(args.retries):  # a deadline missed on a loaded machine is not a verdict: ask again, like grade.py
+        again = [n for n, result in enumerate(results) if result.reason in (TIMED_OUT, GOLD_TIMED_OUT)]
+        if not again:
+            break
+        logger.info("asking again about %d items that timed out", len(again))
+        grading._gold_cache.clear()
+        retried = grade_answers([rows[ids[n]]["completion"] for n in again], [rows[ids[n]]["gold"] for n in again])
+        for n, result in zip(again, retried):
+            results[n] = result
     counts, reasons = Counter(truth[i] for i in ids), Counter()
     refused, paid = [], []
     for item, result in zip(ids, results):
