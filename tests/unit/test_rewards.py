@@ -87,6 +87,14 @@ def test_extract_final_answer(text, expected):
         ("\\boxed{19}_{8}", True),
         ("So $\\boxed{1}9$.", True),
         ("\\boxed{1}.5", True),
+        ("$-\\boxed{5}$", True),  # a sign before the box
+        ("$\\frac{\\boxed{23}}{2}$", True),
+        ("$\\boxed{23}\\times 2$", True),
+        ("$\\boxed{23}\\text{ thousand}$", True),  # a value word written against the box
+        ("$\\boxed{23}\\text{ cm}$", False),  # a unit
+        ("- \\boxed{7}", False),  # a list bullet, not a sign
+        ("**Answer:** **\\boxed{5}** apples", False),  # Markdown emphasis
+        ("\\boxed{7} - that is all.", False),
         ("$\\boxed{60}^\\circ$", False),  # a degree sign is a unit, as inside the box
         ("\\boxed{60}^{\\circ}", False),
         ("16 + 7 = 23. \\boxed{23} = 26.\n\nThe answer is 26.", False),  # a second statement is not read
@@ -252,6 +260,7 @@ def test_trl_call_signature_and_logging():
     assert extra["answer_parsed"] == ["1/2", "", "B"]
     assert all(isinstance(v, str) for values in extra.values() for v in values)
     assert metrics["math_accuracy/no_answer_frac"] == pytest.approx(1 / 3)
+    assert "math_accuracy/contradicted_frac" not in metrics  # issue 32: nothing after the box is read, so gone
     assert metrics["math_accuracy/not_final_frac"] == 0.0
     assert metrics["math_accuracy/ungraded_frac"] == 0.0
 
@@ -284,7 +293,7 @@ def test_grade_answers_results():
 def test_read_after_box_setting(monkeypatch):
     """The rule is a grader setting: the environment gives the first value (a non yes/no value is an error naming the
     variable), `configure_grader` changes it without restarting the workers, and an explicit argument wins."""
-    contradicted = r"16 + 7 = 23. \boxed{2}^{10}"  # the value written runs on past the box
+    continued = r"16 + 7 = 23. \boxed{2}^{10}"  # the box is only part of the value written (issue 32)
     before = grader_settings()
     pool = rewards._get_pool()
     monkeypatch.setattr(rewards, "_settings", None)
@@ -304,11 +313,11 @@ def test_read_after_box_setting(monkeypatch):
     try:
         configure_grader(read_after_box=False)
         assert rewards._pool is pool  # not restarted
-        assert rewards_for([contradicted], ["2"]) == [1.0]
-        assert grade_answers([contradicted], ["2"], read_after_box=True)[0].reason == rewards.BOX_IN_EXPRESSION
+        assert rewards_for([continued], ["2"]) == [1.0]
+        assert grade_answers([continued], ["2"], read_after_box=True)[0].reason == rewards.BOX_IN_EXPRESSION
         configure_grader(read_after_box=True)
-        assert rewards_for([contradicted], ["2"]) == [0.0]
-        assert grade_answers([contradicted], ["2"], read_after_box=False)[0].correct is True
+        assert rewards_for([continued], ["2"]) == [0.0]
+        assert grade_answers([continued], ["2"], read_after_box=False)[0].correct is True
     finally:
         configure_grader(read_after_box=before["read_after_box"])
 
