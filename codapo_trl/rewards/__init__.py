@@ -5,6 +5,7 @@
   with `extraction` (which part of an output is its final answer), `final_form` (an answer is paid only in its
   final form, judged on the answer's own tokens, `computation`, and on the parse tree that `form_reading`
   builds) and `checks` (answer types, absurd answers);
+- `after_box` -- what completions state after their last box, for analyses (the grader does not read it);
 - `code` -- the code-execution reward (pass rate of the completion's code on the problem's tests, in the sandbox);
   imported on first use, so maths training never loads the sandbox;
 - `deadline_pool` -- worker processes with a hard time limit per input (math-verify runs there);

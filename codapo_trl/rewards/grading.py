@@ -179,7 +179,8 @@ def _grade_pair(payload: tuple) -> tuple[bool | None, str | None, str | None, st
     """Grade one `(predicted, gold, kind)` triple of already extracted answers: math-verify for the value, the
     final-form rule (`codapo_trl.rewards.final_form`) for the form.
 
-    `kind` is `"math"` or `"number"` (the answer must be a numeral). Returns `(correct, reason, predicted_parsed, gold_parsed)`; `correct` is `None` when the gold cannot be
+    `kind` is `"math"`, `"number"` (the answer must be a numeral) or `"value"` (its value only: a statement after the
+    box, for `after_box.contradicted_after_box`). Returns `(correct, reason, predicted_parsed, gold_parsed)`; `correct` is `None` when the gold cannot be
     parsed. A `None` prediction only checks the gold (the result is then `False` if the gold parses).
     """
     from math_verify import verify
@@ -198,6 +199,12 @@ def _grade_pair(payload: tuple) -> tuple[bool | None, str | None, str | None, st
     prepared, problem = form_reading.prepare(predicted)
     if problem is not None:
         return False, problem, None, gold_text
+    if kind == "value":
+        predicted_parsed = _parse_answer(prepared)
+        if not predicted_parsed:
+            return False, UNPARSEABLE_ANSWER, None, gold_text
+        correct = verify(list(gold_parsed), list(predicted_parsed), timeout_seconds=None)
+        return bool(correct), None, _shorten(predicted_parsed[0]), gold_text
     unit, gold_unit = form_reading.unit_of(predicted), form_reading.unit_of(gold)
     if unit != gold_unit and ((unit and gold_unit) or "base" in unit):
         return False, WORDS, None, gold_text  # 19 mm for 19 cm, 19_{20} for 19: another unit is another value
@@ -524,7 +531,7 @@ def grade_answers(
 def _grade_extracted(
     answers: Sequence[str | None], golds: Sequence[str | None], kinds: Sequence[str]
 ) -> list[GradeResult]:
-    """`grade_answers` on answers already extracted from their outputs (`kinds` normalised)."""
+    """`grade_answers` on answers already extracted from their outputs (`kinds` normalised, or `"value"`)."""
     results: list[GradeResult | None] = [None] * len(answers)
     # index, extracted prediction, gold, what the worker gets (None: only check the gold), reason already known
     pending: list[tuple[int, str | None, str, str | None, str | None, str]] = []
