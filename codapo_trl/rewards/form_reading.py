@@ -32,6 +32,7 @@ __all__ = [
     "prepare",
     "read_form",
     "unit_of",
+    "units_differ",
 ]
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -309,6 +310,28 @@ def unit_of(latex: str) -> str:
         units.append(" ".join(_unit_name(w) for w in _WORD_RE.findall(trailing.group(1))))
     unit = " ".join(units)
     return re.sub(r"\b(square|cubic) (\w+)", lambda m: m.group(2) + ("^2" if m.group(1) == "square" else "^3"), unit)
+
+
+def units_differ(answer: str, gold: str) -> bool:
+    """Whether an answer's unit states another value than the gold's: both carry a unit and they share no word
+    (`19\\text{ mm}` for `19\\text{ cm}`, `\\text{ ft}^2` for `\\text{ ft}`; `19\\text{ cm long}` shares `cm`), or
+    the answer writes a numeral base that the gold does not (`19_{20}` for 19, `52_8` for `52_9`).
+
+    Example:
+        ```python
+        >>> units_differ(r"19\\text{ mm}", r"19\\text{ cm}"), units_differ(r"19\\text{ cm long}", r"19\\text{ cm}")
+        (True, False)
+        >>> units_differ(r"19\\text{ cm}", "19"), units_differ("19_{20}", "19"), units_differ("52_8", "52_8")
+        (False, True, False)
+
+        ```
+    """
+    mine, theirs = unit_of(answer), unit_of(gold)
+    bases, gold_bases = re.findall(r"base \d+", mine), re.findall(r"base \d+", theirs)
+    if bases and bases != gold_bases:
+        return True
+    words, gold_words = set(mine.replace("/", " ").split()), set(theirs.replace("/", " ").split())
+    return bool(words and gold_words and not words & gold_words)
 
 
 # ---------------------------------------------------------------------------------------------------------------------

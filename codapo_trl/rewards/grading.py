@@ -205,8 +205,7 @@ def _grade_pair(payload: tuple) -> tuple[bool | None, str | None, str | None, st
             return False, UNPARSEABLE_ANSWER, None, gold_text
         correct = verify(list(gold_parsed), list(predicted_parsed), timeout_seconds=None)
         return bool(correct), None, _shorten(predicted_parsed[0]), gold_text
-    unit, gold_unit = form_reading.unit_of(predicted), form_reading.unit_of(gold)
-    if unit != gold_unit and ((unit and gold_unit) or "base" in unit):
+    if form_reading.units_differ(predicted, gold):
         return False, WORDS, None, gold_text  # 19 mm for 19 cm, 19_{20} for 19: another unit is another value
     # The form first: an answer refused for its form, or a numeral against a numeral, needs no math-verify parse.
     if form_reading.read_form(prepared_gold) is None and getattr(gold_parsed[0], "is_Number", False):

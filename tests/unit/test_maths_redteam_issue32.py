@@ -126,6 +126,7 @@ DEVELOPER_HONEST = [
     ("19\\text{ eggs}", "19"),
     ("19 \\text{ times}", "19"),
     ("19\\text{ centimeters}", "19\\text{ cm}"),
+    ("19\\text{ cm long}", "19\\text{ cm}"),
     ("\\tan A = 2", "2"),
     ("QM = 30", "30"),
     ("f^{-1}(x) = \\frac{x-3}{2}", "\\frac{x-3}{2}"),
