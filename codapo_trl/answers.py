@@ -36,6 +36,7 @@ __all__ = [
     "row_question_id",
     "solution_last_boxed",
     "text_after_last_box",
+    "text_around_last_box",
 ]
 
 ANSWER_TYPES = ("math", "number", "choice")
@@ -111,15 +112,15 @@ def contains_box(text: str) -> bool:
     return _BRACED_BOX_RE.search(text) is not None
 
 
-def _last_braced_box(text: str) -> tuple[int, str | None] | None:
-    """Where the last braced `\\boxed{` / `\\fbox{` opens its brace, and its content (`None` if never closed);
-    `None` if there is no such box. The one place the grading rule finds the last box."""
+def _last_braced_box(text: str) -> tuple[int, str | None, int] | None:
+    """Where the last braced `\\boxed{` / `\\fbox{` opens its brace, its content (`None` if never closed), and where
+    its command starts; `None` if there is no such box. The one place the grading rule finds the last box."""
     match = None
     for match in _BRACED_BOX_RE.finditer(text):  # noqa: B007 - we want the last one
         pass
     if match is None:
         return None
-    return match.end() - 1, braced_group(text, match.end() - 1)
+    return match.end() - 1, braced_group(text, match.end() - 1), match.start()
 
 
 def last_boxed(text: str | None, *, lenient: bool = False) -> str | None:
@@ -180,12 +181,31 @@ def last_boxed(text: str | None, *, lenient: bool = False) -> str | None:
     return None
 
 
+def text_around_last_box(text: str | None) -> tuple[str, str] | None:
+    """What a completion writes before and after its last closed `\\boxed{...}` / `\\fbox{...}`; `None` if it has no
+    such box (see `text_after_last_box`).
+
+    Example:
+        ```python
+        >>> text_around_last_box(r"So $-\\boxed{23}$.")
+        ('So $-', '$.')
+
+        ```
+    """
+    box = _last_braced_box(text) if text else None
+    if box is None or box[1] is None:
+        return None
+    open_index, content, start = box
+    return text[:start], text[open_index + len(content) + 2 :]  # type: ignore[index]
+
+
 def text_after_last_box(text: str | None) -> str | None:
     """What a completion writes after its last closed `\\boxed{...}` / `\\fbox{...}`; `None` if it has no such box.
 
-    The grader never reads this text (the last box wins, see `last_boxed`), so a policy may write anything there,
-    including a different final answer (`\\boxed{23} = 26. The answer is 26.`). Analyses use it to count such
-    contradictions; an unclosed last box gives `None` like `last_boxed`.
+    The grader reads one value, the last box (see `last_boxed`): text after it cannot change that value, so it is not
+    read, except a mark that continues the box's value (`codapo_trl.rewards.extraction.box_in_expression`,
+    `\\boxed{2}^{10}`). Analyses use it to count answers stated after the box (`\\boxed{23} = 26. The answer is 26.`);
+    an unclosed last box gives `None` like `last_boxed`.
 
     Example:
         ```python
@@ -198,11 +218,8 @@ def text_after_last_box(text: str | None) -> str | None:
 
         ```
     """
-    box = _last_braced_box(text) if text else None
-    if box is None or box[1] is None:
-        return None
-    open_index, content = box
-    return text[open_index + len(content) + 2 :]
+    around = text_around_last_box(text)
+    return None if around is None else around[1]
 
 
 # ---------------------------------------------------------------------------------------------------------------------

@@ -3,7 +3,9 @@
 - `math` -- the maths reward for TRL (`math_accuracy_reward`, binary accuracy, the paper's reward);
 - `grading` -- the grader behind it and `codapo-eval` (`grade_answers`, `configure_grader`, the verdict reasons),
   with `extraction` (which part of an output is its final answer), `final_form` (an answer is paid only in its
-  final form, judged on the parse tree that `form_reading` builds) and `checks` (answer types, absurd answers);
+  final form, judged on the answer's own tokens, `computation`, and on the parse tree that `form_reading`
+  builds) and `checks` (answer types, absurd answers);
+- `after_box` -- what completions state after their last box, for analyses (the grader does not read it);
 - `code` -- the code-execution reward (pass rate of the completion's code on the problem's tests, in the sandbox);
   imported on first use, so maths training never loads the sandbox;
 - `deadline_pool` -- worker processes with a hard time limit per input (math-verify runs there);
@@ -15,7 +17,7 @@ The answer vocabulary itself (boxed answers, completion text, answer types) live
 from codapo_trl.answers import ANSWER_TYPES
 from codapo_trl.rewards.extraction import extract_final_answer
 from codapo_trl.rewards.grading import (
-    CONTRADICTED,
+    BOX_IN_EXPRESSION,
     CRASHED,
     FORM_REASONS,
     GOLD_MISSING,
@@ -41,7 +43,6 @@ from codapo_trl.rewards.registry import REWARD_FUNCS, check_reward_columns, code
 
 __all__ = [
     "ANSWER_TYPES",
-    "CONTRADICTED",
     "CRASHED",
     "GOLD_MISSING",
     "GOLD_NOT_A_CHOICE",
@@ -54,6 +55,7 @@ __all__ = [
     "NOT_FINAL",
     "FORM_REASONS",
     "REWARD_FUNCS",
+    "BOX_IN_EXPRESSION",
     "TIMED_OUT",
     "UNAVAILABLE",
     "UNPARSEABLE_ANSWER",

@@ -5,7 +5,6 @@
 - **Answer types**: a `"choice"` answer is one letter A-J (`choice_letter`); a gold made of words is not a maths
   answer (`looks_like_prose`); two plain decimals are compared without parsing (`plain_number`). Whether a `"math"`
   or `"number"` answer is in final form is decided on its parse tree (`codapo_trl.rewards.final_form`).
-- **Number words** (`number_words`): `twenty-six` stated after a box is read as 26.
 - **Piecewise answers** (`cases_rows`): math-verify has no parser for `cases`; rows are compared normalised.
 """
 
@@ -22,7 +21,6 @@ __all__ = [
     "cases_rows",
     "choice_letter",
     "looks_like_prose",
-    "number_words",
     "plain_number",
     "precheck",
     "same_number",
@@ -238,75 +236,6 @@ def _math_normalise(text: str) -> str:
     text = re.sub(r"\s+", " ", text)
     text = re.sub(r"\s*([^\w\s])\s*", r"\1", text)
     return text.strip().rstrip(".")
-
-
-_UNITS = {
-    w: i
-    for i, w in enumerate(
-        [
-            "zero",
-            "one",
-            "two",
-            "three",
-            "four",
-            "five",
-            "six",
-            "seven",
-            "eight",
-            "nine",
-            "ten",
-            "eleven",
-            "twelve",
-            "thirteen",
-            "fourteen",
-            "fifteen",
-            "sixteen",
-            "seventeen",
-            "eighteen",
-            "nineteen",
-        ]
-    )
-}
-_TENS = {
-    w: 10 * i
-    for i, w in enumerate(["_", "_", "twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety"])
-    if i > 1
-}
-_SCALES = {"hundred": 100, "thousand": 1_000, "million": 1_000_000, "billion": 1_000_000_000}
-
-
-def number_words(text: str) -> str | None:
-    """The integer that `text` spells in English words (`"twenty-six"` -> `"26"`, `"minus three"` -> `"-3"`, `"one
-    hundred and five"` -> `"105"`), or `None` when it is not only number words.
-
-    Example:
-        ```python
-        >>> number_words("twenty-six"), number_words("Two thousand and one."), number_words("six apples")
-        ('26', '2001', None)
-
-        ```
-    """
-    words = re.findall(r"[a-z]+", text.lower())
-    if not words or re.sub(r"[a-z\s,.!-]", "", text.lower()):
-        return None
-    sign, total, current, seen = 1, 0, 0, False
-    for index, word in enumerate(words):
-        if word in ("minus", "negative") and index == 0:
-            sign = -1
-        elif word in _UNITS:
-            current += _UNITS[word]
-            seen = True
-        elif word in _TENS:
-            current += _TENS[word]
-            seen = True
-        elif word == "hundred" and seen:
-            current *= 100
-        elif word in _SCALES and seen:
-            total += current * _SCALES[word]
-            current = 0
-        elif word != "and" or not seen:
-            return None
-    return str(sign * (total + current)) if seen else None
 
 
 _CASES_RE = re.compile(r"\\begin\s*\{cases\}(.*?)\\end\s*\{cases\}", re.DOTALL)

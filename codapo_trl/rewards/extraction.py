@@ -4,29 +4,27 @@ run in the calling process).
 Only an anchored answer is paid: the content of the last brace-matched `\\boxed{...}` (or `\\fbox{...}`; the box rule
 is `codapo_trl.answers.last_boxed`), otherwise the text after the last explicit final-answer phrase ("the answer is
 ...", "Final answer: ...", "#### ..."). A bare expression somewhere in the text earns 0: with math-verify's default
-extraction a model learned to answer "What is 5 + 2?" with "5 + 2 =", which parses to 7. What a completion states
-after its last box (`stated_after_box`) is read too, so that the grader can refuse a box the completion goes on to
-contradict.
+extraction a model learned to answer "What is 5 + 2?" with "5 + 2 =", which parses to 7. The one value read is that
+answer: text after the last box is not read, except a mark written against the box that continues the value it shows
+(`box_in_expression`: `\\boxed{2}^{10}`, `-\\boxed{23}`).
 """
 
 from __future__ import annotations
 
 import re
 
-from codapo_trl.answers import contains_box, last_boxed, text_after_last_box
+from codapo_trl.answers import contains_box, last_boxed, text_around_last_box
+from codapo_trl.rewards.form_reading import changes_value as _changes_value
 
 
-__all__ = ["UNDECIDABLE", "extract_final_answer", "extract_gold", "stated_after_box"]
-
-UNDECIDABLE = "\x00undecidable"
-"""What `stated_after_box` returns for a statement the grader must not try to read: a relation other than an
-equality (`\\neq`, `<`), a hedge (`or 20`), a retraction (`that's wrong`), or a statement too long or too deep."""
+__all__ = ["box_in_expression", "extract_final_answer", "extract_gold"]
 
 _MAX_SCAN_CHARS = 32_768  # only the tail of a completion can hold its final answer
 
 _PHRASE_RE = re.compile(
     r"\banswer\b\s*\**\s*(?::|\bis\b|=)"  # "answer: x", "Answer:** x", "the answer is x", "final answer = x"
     r"|\banswer\s+(?:to|for)\b[^\n.:$]{1,40}?\bis\b"  # "the answer to this question is x"
+    r"|\bfinal\s+answer\b(?=[\s*:]*(?:\$|\\\[|\\\())"  # a "**Final Answer**" heading over a display
     r"|####",  # GSM8K style
     re.IGNORECASE,
 )
@@ -34,33 +32,23 @@ _FRAGMENT_END_RE = re.compile(
     r"\n|;|\.(?=\s|$)|,?\s+(?:because|since|so|which|where|therefore|thus|hence|as)\b|\s+I hope\b", re.IGNORECASE
 )
 _MATH_DELIMITERS = (("$$", "$$"), ("\\[", "\\]"), ("\\(", "\\)"), ("$", "$"))
-# What may stand between a box and a relation written after it: spaces, math delimiters, bold, TeX spacing, a line
-# break, a stray brace ("**$\boxed{23}$** = 26", "$\boxed{23}$$\,= 26$", "\boxed{19} \\ = 20").
-_GAP = r"(?:\s|\$|\\\)|\\\]|\*|\}|~|\\[,;:! ]|\\quad\b|\\qquad\b|\\\\|\\(?:text|mbox|textbf|textrm|mathrm)\s*\{)*"
-# A relation that states a value: "= 26", "== 26", ":= 26", "\approx 26", "\Rightarrow 26", "\to 26".
-_EQUALITY_AFTER_BOX_RE = re.compile(
-    _GAP
-    + r"(?:==|:=|=|\u2248|\u2192|\u21d2|\\(?:approx|Rightarrow|implies|to|rightarrow|longrightarrow|Longrightarrow"
-    r"|sim|simeq|cong|doteq)(?![A-Za-z]))"
+# The box is the whole value of the expression it is written in. What continues that value right after it: a power,
+# an index, a digit (`\boxed{2}^{10}`, `\boxed{19}_{8}`, `\boxed{1}9`, `\boxed{1}.5`, `\boxed{23},000`,
+# `\boxed{23}\,000`), an operation (`\boxed{23}\times 2`, `\boxed{23} + 1`, `\boxed{23}/24`). A degree sign is a
+# unit, as inside the box (`\boxed{60}^\circ`); a `*` is Markdown emphasis (`**\boxed{5}**`); prose is not read.
+_SPACE = r"(?:[ \t]|\\[,;: !]|\\q?quad\b|~)*"
+_AFTER_BOX_RE = re.compile(
+    r"(?:\^(?!\s*\{?\s*\\circ)|_|\.?\d|(?:,|\{,\}|\\,)\d)"
+    r"|" + _SPACE + r"(?:\+|/|\^(?!\s*\{?\s*\\circ)|\\(?:times|cdot|div|pm|mp|over)(?![A-Za-z])|-\s*[\d\\(])"
 )
-# A relation or connective that qualifies the box instead of stating a value: "\neq 19", "< 20", "\text{ or } 20".
-_QUALIFIER_AFTER_BOX_RE = re.compile(
-    _GAP + r"(?:\u2260|\u2264|\u2265|<|>|\\(?:neq?|le|ge|leq|geq|lt|gt|pm|mp|lor|vee)(?![A-Za-z])"
-    r"|\\(?:text|mbox|textbf|mathrm)\s*\{\s*(?:or|and)\b|or\b)"
+# ...and right before it: a sign, an operation, a digit, or the argument of an operation (`-\boxed{23}`,
+# `2\times\boxed{23}`, `1\boxed{9}`, `\frac{\boxed{23}}{2}`, `\sqrt{\boxed{23}}`, `2^{\boxed{3}}`). A list bullet
+# (`- \boxed{23}` at the start of a line) is not a sign.
+_BEFORE_BOX_RE = re.compile(
+    r"(?:(?<=\S)-|\+|/|\^|_|\d|\\(?:times|cdot|div|pm|mp)|"
+    r"\\(?:[dt]?frac|sqrt|binom|dbinom|tbinom)\s*(?:\[[^\]]*\])?\s*\{(?:[^{}]*\}\s*\{)?)" + _SPACE + r"$"
 )
-# Written against the box, it changes the value it shows: \boxed{2}^{10}, \boxed{19}_{8}, \boxed{19}\%, \boxed{1}9.
-_MODIFIER_AFTER_BOX_RE = re.compile(r"\s*(?:\^|_|'|\\%|%)|\.?\d")
-# After the box, phrases that state an answer, more than the extraction's: "Answers: 26", "the answer, however, is
-# 26", "it should be 26", "actually 26", "i.e. 26", "the correct answer is 26".
-_PHRASE_AFTER_BOX_RE = re.compile(
-    r"\banswers?\b[^.\n]{0,40}?(?:\bis\b|\bare\b|\bequals\b|\bbe\b|:|=)"
-    r"|\b(?:should|must|would|will|shall)\s+be\b|\bactually\b|\bi\.\s?e\.|\bcorrect\b[^.\n]{0,30}?(?:\bis\b|:)"
-    r"|\bin fact\b|\brather\b|####",
-    re.IGNORECASE,
-)
-# A retraction of the box: the completion says it is wrong.
-_RETRACTION_RE = re.compile(r"\b(?:wrong|incorrect|mistaken|not (?:correct|right)|isn't (?:correct|right))\b", re.I)
-_MAX_STATEMENT_CHARS = 1_000
+_TEXT_AFTER_BOX_RE = re.compile(r"\s*\\(?:text|mbox|textrm|mathrm)\s*\{([^{}]*)\}")
 
 
 def _leading_math_span(text: str) -> str | None:
@@ -129,6 +117,7 @@ def extract_final_answer(text: str | None) -> str | None:
         '42'
         >>> extract_final_answer("5 + 2 =") is None
         True
+
         ```
     """
     if not text:
@@ -149,56 +138,31 @@ def extract_gold(gold: str) -> str | None:
     return _strip_math_delimiters(gold).rstrip(" .") or None
 
 
-def stated_after_box(text: str | None) -> list[str]:
-    """The final answers a completion states after its last closed box, which `extract_final_answer` never reads.
+def box_in_expression(text: str | None) -> bool:
+    """Whether the last closed box of a completion is only part of the value it writes: an operation, a sign, a digit
+    or a value word written against the box (`\\boxed{2}^{10}`, `\\boxed{1}9`, `-\\boxed{23}`,
+    `\\frac{\\boxed{23}}{2}`, `\\boxed{23}\\times 2`, `\\boxed{23}\\text{ thousand}`). The box then does not hold the
+    value written, so it is not the answer read.
 
-    Read after the box: a relation written right after it (`\\boxed{23} = 26`, `== 26`, `\\approx 26`,
-    `\\Rightarrow 26`, with spaces, `$`, `**`, TeX spacing or a line break between: its right-hand side up to the
-    end of the sentence or line), and the text after the last answer phrase there (`The answer is 26`, `Answers: 26`,
-    `the answer, however, is 26`, `it should be 26`, `actually 26`, `i.e. 26`). `UNDECIDABLE` stands for what the
-    grader must refuse without reading: a qualifying relation or connective right after the box (`\\neq 19`,
-    `< 20`, `\\text{ or } 20`), a mark written against the box that changes the value it shows (`\\boxed{2}^{10}`,
-    `\\boxed{19}\\%`, `\\boxed{1}9`), a retraction (`that's wrong`), a statement longer than 1 000 characters.
-    Anything else after the box (working, prose, a bare expression) states no answer. Like `extract_final_answer`, only the
-    last 32 768 characters are searched; without a closed last box the list is empty.
-
-    Args:
-        text (`str` or `None`): The model output.
-
-    Returns:
-        `list[str]`: The stated answers, stripped, in the order above (`UNDECIDABLE` for one that must be refused);
-        empty when there are none.
+    Nothing else around the box is read: the grader reads one value, the box, and text after it (a remark, a unit, a
+    degree sign, a restatement, a second statement, an approximation such as `\\approx 2.83`) cannot change it.
 
     Example:
         ```python
-        >>> stated_after_box(r"16 + 7 = 23. \\boxed{23} = 26. The answer is 26.")
-        ['26', '26']
-        >>> stated_after_box(r"$\\boxed{\\frac{1}{2}}$, so the answer is $0.5$."), stated_after_box(r"\\boxed{7}. Done.")
-        (['0.5'], [])
-        >>> stated_after_box(r"**$\\boxed{23}$** == 26"), stated_after_box(r"\\boxed{19}. Hmm, that's wrong.") == [UNDECIDABLE]
-        (['26'], True)
+        >>> box_in_expression(r"\\boxed{2}^{10}"), box_in_expression(r"So $\\boxed{1}9$."), box_in_expression(r"$-\\boxed{5}$")
+        (True, True, True)
+        >>> box_in_expression(r"$\\boxed{60}^\\circ$"), box_in_expression(r"\\boxed{23} = 26. The answer is 26.")
+        (False, False)
+        >>> box_in_expression("- \\\\boxed{7}"), box_in_expression(r"\\boxed{7} - that is all."), box_in_expression("7")
+        (False, False, False)
 
         ```
     """
-    after = text_after_last_box(text[-_MAX_SCAN_CHARS:]) if text else None
-    if not after:
-        return []
-    stated = []
-    if _QUALIFIER_AFTER_BOX_RE.match(after) or _MODIFIER_AFTER_BOX_RE.match(after) or _RETRACTION_RE.search(after):
-        return [UNDECIDABLE]
-    relation = _EQUALITY_AFTER_BOX_RE.match(after)
-    if relation is not None:
-        rest = after[relation.end() :].lstrip(" \t")
-        value = _answer_fragment(rest)
-        if value is not None:
-            stated.append(value)
-        elif rest.strip(" \t$.*"):
-            stated.append(UNDECIDABLE)
-    match = None
-    for match in _PHRASE_AFTER_BOX_RE.finditer(after):  # noqa: B007 - we want the last one
-        pass
-    if match is not None:
-        phrase = _answer_fragment(after[match.end() :].lstrip(" \t\r\n*:,"))
-        if phrase is not None:
-            stated.append(phrase)
-    return [UNDECIDABLE if len(s) > _MAX_STATEMENT_CHARS else s for s in stated]
+    around = text_around_last_box(text[-_MAX_SCAN_CHARS:]) if text else None
+    if around is None:
+        return False
+    before, after = around
+    if _AFTER_BOX_RE.match(after) or _BEFORE_BOX_RE.search(before[-200:]):
+        return True
+    words = _TEXT_AFTER_BOX_RE.match(after)
+    return words is not None and _changes_value(re.findall(r"[A-Za-z]+", words.group(1)))

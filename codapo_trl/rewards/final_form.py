@@ -1,7 +1,8 @@
 """The final-form rule of the maths grader: an answer is paid only in its final form, judged on its own parse tree.
 
-An answer equal to the gold is still refused when it is *less evaluated* than the gold (docs/rewards.md states the
-rule with examples). The answer and the gold are read by math-verify's own LaTeX parser (`latex2sympy2_extended`)
+An answer equal to the gold is still refused when it is *less computed* than the gold (docs/rewards.md states the
+rule with examples), by two measures: the answer's own tokens (`codapo_trl.rewards.computation`: function heads,
+their nesting and the arithmetic inside their arguments, which no parser evaluates) and its parse tree below. The answer and the gold are read by math-verify's own LaTeX parser (`latex2sympy2_extended`)
 with the few evaluations it does by itself switched off (`codapo_trl.rewards.form_reading`), so that the SymPy tree is the answer as
 written: `\\frac68` stays a quotient of 6 by 8, `\\binom84` a binomial, `-(-19)` a double negation. Then:
 
@@ -10,29 +11,37 @@ written: `\\frac68` stays a quotient of 6 by 8, `\\binom84` a binomial, `-(-19)`
    `\\frac34`, not `0.7500000001`). Under the `number` answer type the answer must be a numeral whatever the gold.
    This is a whitelist of node types: a sum, product, power, root, binomial, factorial, logarithm, floor, integral,
    limit or any other operation on literals is not a numeral, listed or not.
-2. **Not less evaluated** (`pending_operations`): the answer may not hold more operations that SymPy's own automatic
+2. **Not less computed.** By the tokens (`computation.more_computed`): no deeper nesting of heads, and at the same
+   depth no more arithmetic inside head arguments nor more heads of a class (`\\sqrt{3+2\\sqrt2}` for `1+\\sqrt2`,
+   `\\log_3 5+\\log_3 2` for `\\log_3 10`, `(1+\\sqrt2)^2` for `3+2\\sqrt2`). A gold written with operations whose
+   value is rational (`3.2\\times10^4`, `2^{2010}`) takes a numeral or its own form, nothing else. By the tree
+   (`pending_operations`): the answer may not hold more operations that SymPy's own automatic
    evaluation would carry out (`7+12`, `x+x`, `\\sqrt 8`, `2^{3/2}`, `\\frac{6}{8}`, `\\frac{4}{\\sqrt2}`, `\\cdot 1`,
    `+0`, `\\log_2 64`, an unevaluated union...) than the gold does. Integrals, sums, products and limits always count.
 3. **Polynomials** in the gold's form: an expanded gold asks for an answer with no product or power of a sum; a
    factored gold asks for at least as many factors (`factor_count`); a fraction of polynomials may not keep a common
    factor the gold has cancelled (`uncancelled_fractions`).
-4. **Relations.** When the gold is not a relation, each side of an equation in the answer that is not a bare name
-   (`x`, `f(x)`, `a_1`) must equal the gold, and the last of them is the answer whose form is judged by the rules
-   above: `12 + 7 = 19` and `x = 19` are paid, `20 = 19` and `x^2+2x+1 = (x+1)^2` (for an expanded gold) are not.
-   Any other relation (`<`, `\\ne`, `\\approx`) states no value.
+4. **Relations.** When the gold is not a relation (a gold `x = 5` or `x \\in [-2, 7]` is its value), the value read
+   is the last side of an equation in the answer that is not a bare name; a side that names something (`\\tan A`,
+   `f(-2)`, `QM`, `f^{-1}(x)`) is a label, and any other side must equal the gold: `12 + 7 = 19`, `x = 19` and
+   `\\tan A = 2` are paid, `20 = 19` and `x^2+2x+1 = (x+1)^2` (for an expanded gold) are not. An inequality in one
+   name is the set it describes when the gold is an interval (`x \\geq 19` for `[19, \\infty)`); any other relation
+   (`<`, `\\ne`, `\\approx`) states no value.
 5. **One value.** A set or list of values (`\\pm`, `or`, a comma list) is an answer only where the gold is one.
 
-What still rests on lists is said in docs/rewards.md: the unit words a number may carry (`form_reading.unit_words`), the LaTeX
-markup that is dropped before reading, and what SymPy happens to evaluate automatically.
+What still rests on lists is said in docs/rewards.md: the words that change a value (`form_reading.VALUE_WORDS`), the
+LaTeX markup that is dropped before reading, and the head classes of `computation`.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 import sympy
 
+from codapo_trl.rewards.computation import more_computed
 from codapo_trl.rewards.form_reading import Mixed, prepare, read_form
 
 
@@ -207,7 +216,9 @@ def _pending_here(node: Any) -> bool:
         others = [_evaluate(f) for f in factors if f not in literal]
         coefficient = sympy.Mul(*[_evaluate(f) for f in literal]) if literal else sympy.Integer(1)
         if len(others) == 1 and isinstance(others[0], sympy.Add):
-            return False  # a coefficient times one sum: SymPy distributes it, writing it is not less evaluated
+            # A coefficient times one sum: SymPy distributes it, and writing it is not less evaluated, unless the
+            # quotient keeps a common factor of the sum's terms and its denominator (`\\frac{6+4\\sqrt2}{2}`).
+            return _uncancelled_content(coefficient, others[0])
         if len(others) > 1 and all(_same(o, others[0]) for o in others) and isinstance(others[0], sympy.Add):
             return False  # (x+1)(x+1): as factored as (x+1)^2
         evaluated = sympy.Mul(coefficient, *others)
@@ -231,6 +242,20 @@ def _pending_here(node: Any) -> bool:
         evaluated = _evaluate(node)
         return not _same(evaluated, node.func(*[_evaluate(a) for a in node.args], evaluate=False))
     return False
+
+
+def _uncancelled_content(coefficient: Any, total: Any) -> bool:
+    """Whether `coefficient * total` (a rational times a sum) keeps a factor common to the integer coefficients of
+    the sum's terms and the denominator (`\\frac{6+4\\sqrt2}{2}`, `\\frac{2+2\\sqrt5}{4}`; not `\\frac{1+\\sqrt5}{2}`)."""
+    if not getattr(coefficient, "is_Rational", False) or coefficient.q == 1:
+        return False
+    content = 0
+    for term in _flat_add(total):
+        number = _evaluate(term).as_coeff_Mul()[0]
+        if not number.is_Integer:
+            return False
+        content = math.gcd(content, int(number))
+    return math.gcd(content, int(coefficient.q)) > 1
 
 
 def pending_operations(node: Any) -> int:
@@ -330,12 +355,25 @@ class FormVerdict(tuple):
 
 
 def _is_label(node: Any) -> bool:
-    """A name that labels a value: `x`, `a_1`, `f(x)`, `f(3)`."""
-    if isinstance(node, sympy.Symbol):
-        return True
+    """A name that labels a value: `x`, `a_1`, `f(x)`, `f(3)`, `QM`, `\\tan A`, `f^{-1}(x)`."""
     from sympy.core.function import AppliedUndef
 
-    return isinstance(node, AppliedUndef) and all(isinstance(a, (sympy.Symbol, sympy.Number)) for a in node.args)
+    if isinstance(node, (sympy.Symbol, AppliedUndef)):
+        return True
+    if isinstance(node, sympy.Mul):
+        return all(isinstance(f, sympy.Symbol) for f in node.args)  # QM, AB
+    if isinstance(node, sympy.Pow):
+        return node.args[1] == -1 and _is_label(node.args[0])  # f^{-1}(x)
+    if isinstance(node, sympy.Function) and len(node.args) == 1:
+        return isinstance(node.args[0], sympy.Symbol)  # \\tan A
+    return False
+
+
+def _names_something(node: Any) -> bool:
+    """A side that cannot be a value read: it holds a name (`x^2 + 1`, `f(-2)`, `\\tan A`)."""
+    from sympy.core.function import AppliedUndef
+
+    return isinstance(node, sympy.Basic) and bool(node.free_symbols or node.atoms(AppliedUndef))
 
 
 def _relation_sides(node: Any) -> list[Any] | None:
@@ -350,6 +388,20 @@ def _relation_sides(node: Any) -> list[Any] | None:
                     sides.append(side)
         return sides
     return None
+
+
+def _side_texts(latex: str, count: int) -> list[str]:
+    """The text of each side of a prepared equation (split at its top-level `=`), or `[latex]` when the split does
+    not give `count` sides."""
+    parts, depth, start = [], 0, 0
+    for index, char in enumerate(latex):
+        depth += char in "{([" and (index == 0 or latex[index - 1] != "\\")
+        depth -= char in "})]" and (index == 0 or latex[index - 1] != "\\")
+        if char == "=" and depth == 0 and latex[index - 1 : index] not in ("<", ">", "!", ":"):
+            parts.append(latex[start:index])
+            start = index + 1
+    parts.append(latex[start:])
+    return parts if len(parts) == count else [latex]
 
 
 def _value_of(node: Any) -> Any:
@@ -380,6 +432,53 @@ def _several(node: Any) -> bool:
     return isinstance(node, (sympy.FiniteSet, sympy.Tuple, sympy.Interval, sympy.Union, sympy.MatrixBase))
 
 
+def _gold_value(gold_tree: Any, gold: str) -> tuple[Any, str, bool]:
+    """`(value, its text, whether the gold is a relation)`: a gold `x = 5` or `x \\in [-2, 7]` (a name, then its
+    value) has the value `5` or `[-2, 7]`; any other relation (`x > 3`, `3x + 2y = 6`) is a relation gold."""
+    sides = _relation_sides(gold_tree) if gold_tree is not None else None
+    if sides and len(sides) == 2 and _is_label(sides[0]):
+        return sides[1], _side_texts(gold, 2)[-1], False
+    return gold_tree, gold, isinstance(gold_tree, (sympy.Rel, sympy.And))
+
+
+def _rational_value(node: Any) -> bool:
+    """Whether `node` is a number with a rational (or decimal) value once evaluated: `2^{2010}`, `3.2 \\times 10^4`."""
+    try:
+        value = _evaluate(node)
+        return bool(value.is_Rational or value.is_Float)
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def _rounded_to(tree: Any) -> Any:
+    """The exact side of `exact \\approx decimal` when the decimal is that value rounded (or cut) to its own
+    places (`\\sqrt{53} \\approx 7.28`); else `None` (`19 \\approx 20` states no value)."""
+    if not (_approximates(tree) and str(getattr(tree, "func", "")) == "approx" and len(tree.args) == 2):
+        return None
+    exact, rounded = tree.args
+    if not getattr(rounded, "is_Float", False) or exact.has(sympy.Float) or _approximates(exact):
+        return None
+    places = len(str(rounded).rstrip("0").partition(".")[2])
+    try:
+        error = abs(float(_evaluate(exact)) - float(rounded))
+    except (TypeError, ValueError):
+        return None
+    return exact if error <= 10.0**-places else None
+
+
+def _as_interval(tree: Any, gold: Any) -> Any:
+    """An inequality in one name (`x \\geq 19`, `18 \\le x \\le 20`) as the set it describes, when the gold is an
+    interval or a union of intervals; else `None`."""
+    if not isinstance(gold, (sympy.Interval, sympy.Union)) or not isinstance(tree, (sympy.Rel, sympy.And)):
+        return None
+    if isinstance(tree, sympy.Eq) or len(tree.free_symbols) != 1:
+        return None
+    try:
+        return tree.as_set()
+    except Exception:  # noqa: BLE001
+        return None
+
+
 def judge_form(answer: str, gold: str, kind: str) -> FormVerdict:
     """The final-form verdict on a prepared answer against its prepared gold (see the module docstring).
 
@@ -395,29 +494,44 @@ def judge_form(answer: str, gold: str, kind: str) -> FormVerdict:
     tree = read_form(answer)
     if tree is None:
         return FormVerdict((UNREADABLE, []))
+    exact = _rounded_to(tree)
+    if exact is not None:  # `\\sqrt{53} \\approx 7.28`: the exact value is read, its rounding is a remark
+        tree, answer = exact, re.split(r"\\approx|\u2248", answer)[0]
     gold_tree = read_form(gold)
-    gold_is_relation = isinstance(gold_tree, (sympy.Rel, sympy.And))
+    gold_value, gold_text, gold_is_relation = _gold_value(gold_tree, gold)
     sides = None if gold_is_relation else _relation_sides(tree)
+    value_text = answer
     if sides is not None:
-        values = [side for side in sides if not _is_label(side)]
-        if not values:
+        # The value read is the last side that is not a bare name; a side that names something (`\\tan A`, `f(-2)`,
+        # `QM`) cannot be a value read, and every other side is a value that must equal the gold (`12 + 7 = 19`).
+        named = [index for index, side in enumerate(sides) if not _is_label(side)]
+        if not named:
             return FormVerdict((FALSE_RELATION, []))
+        value_index = named[-1]
+        values = [s for i, s in enumerate(sides) if i != value_index and not _names_something(s)]
+        values.append(sides[value_index])
+        texts = _side_texts(answer, len(sides))
+        value_text = texts[value_index] if len(texts) == len(sides) else answer
+    elif _as_interval(tree, gold_value) is not None:
+        values = [_as_interval(tree, gold_value)]  # x \\geq 19 for [19, \\infty): the same set of values
     elif (isinstance(tree, (sympy.Rel, sympy.And)) or _approximates(tree)) and not gold_is_relation:
         return FormVerdict((OTHER_RELATION, []))
     else:
         values = [tree]
-    gold_value = gold_tree
-    if gold_tree is not None and not gold_is_relation:
-        gold_sides = _relation_sides(gold_tree)
-        if gold_sides:
-            gold_value = gold_sides[-1]
-    return FormVerdict((_judge_value(values[-1], gold_value, kind), values))
+    reason = _judge_value(values[-1], gold_value, kind)
+    if reason is None and gold_value is not None and not gold_is_relation and more_computed(value_text, gold_text):
+        reason = NOT_FINAL  # more left to compute than the gold, by the answer's own tokens
+    return FormVerdict((reason, values))
 
 
 def _judge_value(value: Any, gold: Any, kind: str) -> str | None:
     gold_numeral = numeral(gold) if gold is not None else None
     if kind == "number" or gold_numeral is not None:
         return None if numeral(value) is not None else NOT_A_NUMBER
+    if gold is not None and not _several(gold) and _rational_value(gold):
+        # A rational gold written with operations (`3.2 \\times 10^4`, `2^{2010}`, `\\binom{10}{3}`): its value as a
+        # numeral, or the gold's own form; any other arithmetic (`4000 \\times 8`, `8^{670}`) is not final.
+        return None if numeral(value) is not None or _same(value, gold) else NOT_FINAL
     if gold is not None and _several(value) and not _several(gold):
         return SEVERAL_VALUES
     gold_entries = _entries(gold) if gold is not None else None

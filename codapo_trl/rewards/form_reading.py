@@ -1,4 +1,5 @@
-"""Reading a maths answer as written: the LaTeX the grader reads (`prepare`) and its SymPy tree (`read_form`).
+"""Reading a maths answer as written: the LaTeX the grader reads (`prepare`), the unit it carries (`unit_of`) and its
+SymPy tree (`read_form`).
 
 The final-form rule (`codapo_trl.rewards.final_form`) judges this tree. It is math-verify's own LaTeX parser
 (`latex2sympy2_extended`) with the few evaluations that parser makes by itself switched off, so that `\\frac68` stays a
@@ -18,72 +19,130 @@ from typing import Any
 import sympy
 
 from codapo_trl.answers import braced_group_end
+from codapo_trl.rewards.computation import join_digit_groups, juxtaposed_numbers
 
 
-__all__ = ["WORDS", "Mixed", "integer_quotient", "prepare", "read_form", "unit_words"]
+__all__ = [
+    "JUXTAPOSED",
+    "VALUE_WORDS",
+    "WORDS",
+    "Mixed",
+    "changes_value",
+    "integer_quotient",
+    "prepare",
+    "read_form",
+    "unit_of",
+    "units_differ",
+]
 
 # ---------------------------------------------------------------------------------------------------------------------
 # Preparing the LaTeX: markup that renders nothing, and the words of \text{...} groups
 # ---------------------------------------------------------------------------------------------------------------------
 
-WORDS = "words the grader cannot read as a unit"
+WORDS = "words or marks that change the value read"
+JUXTAPOSED = "numbers written side by side"
 
 _TEXT_COMMANDS = (
     "text", "textbf", "textit", "textrm", "textsf", "texttt", "textnormal", "textup", "emph", "mbox", "hbox",
     "mathrm", "mathbf", "mathit", "mathsf", "mathtt", "mathnormal", "operatorname", "boldsymbol", "bm",
 )  # fmt: skip
 _TEXT_RE = re.compile(r"\\(" + "|".join(sorted(_TEXT_COMMANDS, key=len, reverse=True)) + r")\s*\{")
-_DROPPED_WITH_ARGUMENT_RE = re.compile(r"\\(?:color|phantom|hphantom|vphantom)\s*\{")
+_DROPPED_WITH_ARGUMENT_RE = re.compile(r"\\(?:color|phantom|hphantom|vphantom|hspace\*?|vspace\*?)\s*\{")
+_UNWRAPPED_RE = re.compile(r"\\(?:underline|smash|mathstrut|displaylines)\s*(?=\{)")  # decoration: keep the argument
+_ONE_CELL_ARRAY_RE = re.compile(r"\\begin\{(array|aligned|gathered)\}(?:\{[^{}]*\})?([^&]*?)\\end\{\1\}")
+_SIZE_RE = re.compile(r"\\(?:tiny|small|normalsize|large|Large|LARGE|huge|Huge|bf|rm|it|sf|tt)(?![A-Za-z])")
+_REPEATING_RE = re.compile(r"(\d*)\.(\d*)\\overline\s*\{(\d+)\}")  # 0.\overline{3}
+_FRAC_COMMAND_ARGUMENTS_RE = re.compile(r"\\([dt]?frac)\s*(\\[A-Za-z]+|\w)\s*(\\[A-Za-z]+|\w)")  # \frac\pi6
+_NUMBER_BASE_RE = re.compile(r"(?<=\d)\s*_\s*(?:\{\s*\(?\s*(\d+)\s*\)?\s*\}|(\d))")  # 19_{10}, 19_{(20)}
+_MULTIPLIER_LETTERS = frozenset({"k", "K", "M", "G", "B", "T", "bn", "mn"})  # 19\text{k}: a multiplier, not a unit
 _TEXTCOLOR_RE = re.compile(r"\\textcolor\s*\{[^{}]*\}")
 _SPACING_RE = re.compile(r"(?<!\\)\\(?:[,;:! ]|quad|qquad|displaystyle|textstyle|scriptstyle)|~")
-_DIGIT_GROUP_RE = re.compile(r"(?<=\d)\\[,;:! ](?=\d{3}(?!\d))")
-_DEGREE_RE = re.compile(r"\^\s*\{?\s*\\circ\s*\}?|\\circ|\u00b0")
+_DEGREE_RE = re.compile(r"\^\s*\{?\s*\\circ\s*\}?|\\circ|\\degree(?![A-Za-z])|\u00b0")
 _PERCENT_RE = re.compile(r"\\?%")
 _UNIT_POWER_RE = re.compile(r"\s*\^\s*(?:\{\s*\d\s*\}|\d)")
 _NUMBER_RE = re.compile(r"[-+]?(?:\d+(?:[.,]\d+)*|\.\d+)")
 _WORD_RE = re.compile(r"[A-Za-z]+")
-_TRAILING_WORDS_RE = re.compile(r"(?<=\d)\s+([A-Za-z]+(?:\s*/\s*[A-Za-z]+|\s+[A-Za-z]+)*)\s*\.?$")
+_TRAILING_WORDS_RE = re.compile(
+    r"(?:(?<=\d)|(?<=\\pi)|(?<=[})]))\s+([A-Za-z]+(?:\s*/\s*[A-Za-z]+|\s+[A-Za-z]+)*)\s*\.?$"
+)
+_LEADING_WORDS_RE = re.compile(r"^((?:[A-Za-z]{2,}\s+)+)(?=[-+]?\d)")  # "Hillary has 7 nickels"
+_UNICODE_ROOT_RE = re.compile(r"\u221a\s*(\([^()]*\)|\d+(?:\.\d+)?|[A-Za-z]|\\[A-Za-z]+)")
+_UNICODE_SYMBOLS = {"\u221a": "\\sqrt ", "\u221b": "\\sqrt[3] ", "\u03c0": "\\pi ", "\u221e": "\\infty "}
+
+# Words that change the value read or add a value, so they never ride along with a number: number words (`19
+# thousand`, `19 and a half`), operations (`19 squared`, `19 minus one`), qualifiers (`approximately 19`, `not 19`,
+# `at least 19`) and the names of constants a parser reads as maths (`19 pi`). Any other word (a unit, a count noun,
+# a label: `cm`, `in/s`, `mL`, `calories`, `marbles`) cannot change the value read and is dropped.
+_NUMBER_WORDS = (
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen"
+    " eighteen nineteen twenty thirty forty fifty sixty seventy eighty ninety hundred hundreds thousand thousands"
+    " million millions billion billions trillion trillions dozen dozens score half halves third thirds quarter"
+    " quarters fourth fourths fifth fifths sixth sixths eighth eighths tenth tenths hundredth hundredths thousandth"
+    " thousandths double twice triple thrice tens ones"
+)
+_OPERATION_WORDS = (
+    "plus minus over divided multiplied squared cubed square power powers factorial mod modulo"
+    " negative inverse reciprocal"
+)
+_QUALIFIER_WORDS = (
+    "or not no approximately approx approximate about around roughly nearly almost circa least most than between"
+    " maybe perhaps possibly probably ish up to from except wrong incorrect false invalid never neither nor"
+)
+_MATH_NAMES = "pi infinity infty inf sqrt sin cos tan log ln exp e i"
+VALUE_WORDS = frozenset(" ".join((_NUMBER_WORDS, _OPERATION_WORDS, _QUALIFIER_WORDS, _MATH_NAMES)).split())
+"""Words that change the value read or add a second one (see above); every other word reads as a unit or a label."""
+_UNIT_EXCEPTIONS = frozenset({"square", "per"})  # `19 square units`, `5 miles per hour`
 
 
-@functools.cache
-def unit_words() -> frozenset[str]:
-    """Words a number may carry: math-verify's own unit list (the words its normaliser reads as units), without the
-    words that are not units (`more`, `less`, `by`, `number`...), plus a few it lacks (`dollar`, `percent`); each
-    also in the plural (`s`, `es`)."""
-    from latex2sympy2_extended.math_normalization import units
-
-    not_units = {"more", "less", "by", "increase", "decrease", "excess", "loss", "gain", "rise", "profit", "pure"}
-    not_units |= {"nochange", "multiple", "ratio", "number", "prime", "integer", "digit", "way", "are", "o", "t"}
-    words = {u.lower() for u in units if u.isalpha() and u.lower() not in not_units}
-    words |= {"dollar", "euro", "pound", "percent", "degree", "radian", "unit", "way", "people", "person", "point"}
-    words |= {"meter", "metre", "centimeter", "centimetre", "millimeter", "kilometer", "gram", "kilogram", "liter"}
-    words |= {"second", "minute", "hour", "day", "week", "month", "year", "cm", "mm", "km", "m", "kg", "g", "h", "s"}
-    return frozenset(words | {w + "s" for w in words} | {w + "es" for w in words} | {"feet", "inches", "children"})
+def changes_value(words: list[str]) -> bool:
+    """Whether any of `words` changes the value of the number it goes with (`VALUE_WORDS`; `square` or `times`
+    followed by a word is a unit: `19 square units`, `3 times a day`)."""
+    if any(w in _MULTIPLIER_LETTERS for w in words):
+        return True
+    lowered = [w.lower() for w in words]
+    for index, word in enumerate(lowered):
+        if word in _UNIT_EXCEPTIONS and index + 1 < len(lowered):
+            continue
+        if word in VALUE_WORDS:
+            return True
+    return False
 
 
 def _text_group_reading(content: str, command: str, whole: bool) -> str | None:
-    """What a `\\text{content}` group stands for in a maths answer, or `None` if it holds words the grader cannot
-    read (then the answer is refused)."""
-    words = _WORD_RE.findall(content)
+    """What a `\\text{content}` group stands for in a maths answer, or `None` if it changes the value read (then the
+    answer is refused)."""
     stripped = content.strip(" .,~")
     if not stripped:
         return ""
+    if whole and not _NUMBER_RE.search(stripped):  # the whole answer is words (`\\text{east}`, `\\text{(C)}`)
+        return "\\text{"
     number = _NUMBER_RE.match(stripped)
     rest = stripped[number.end() :] if number else stripped
-    rest_words = _WORD_RE.findall(rest)
-    leftover = _WORD_RE.sub("", rest).replace("/", "").replace("^", "").strip(" .,~-")
-    leftover = re.sub(r"\d", "", leftover) if not number else leftover
+    words = _WORD_RE.findall(rest)
+    leftover = _WORD_RE.sub("", rest).replace("/", "").replace("^", "").strip(" .,~-()")
     if number and not rest.strip():
         return number.group()
     if words and all(w.lower() in ("and", "or") for w in words) and not re.search(r"\d", content):
         return ","
-    if rest_words and all(w.lower() in unit_words() for w in rest_words) and not leftover:
+    if re.fullmatch(r"[A-Za-z]", stripped) and (
+        stripped.lower() in VALUE_WORDS
+        or command.startswith(("mathbf", "mathit", "mathsf", "mathnormal", "bold", "bm"))
+    ):
+        return stripped  # a letter under a math font: `\\mathrm{e}`, `\\mathbf{v}` (a roman `\\mathrm{m}` is a unit)
+    if words and not leftover and not changes_value(words):
         return number.group() if number else ""
-    if command.startswith(("math", "bold", "bm", "operatorname")) and re.fullmatch(r"[A-Za-z]", stripped):
-        return stripped
-    if whole:
-        return None if number else "\\text{" + content + "}"
     return None
+
+
+def _repeating_fraction(match: re.Match) -> str:
+    """`0.\\overline{3}` -> `\\frac{1}{3}`: a repeating decimal is the exact fraction it writes."""
+    whole, fixed, period = match.group(1) or "0", match.group(2), match.group(3)
+    value = (
+        sympy.Integer(whole)
+        + sympy.Rational(int(fixed or 0), 10 ** len(fixed))
+        + sympy.Rational(int(period), (10 ** len(period) - 1) * 10 ** len(fixed))
+    )
+    return "\\frac{" + str(value.p) + "}{" + str(value.q) + "}"
 
 
 def prepare(latex: str) -> tuple[str | None, str | None]:
@@ -92,30 +151,45 @@ def prepare(latex: str) -> tuple[str | None, str | None]:
     Markup that renders nothing or only decorates is dropped (`\\color{red}`, `\\phantom{0}`, `\\displaystyle`,
     spacing such as `\\,` and `\\quad`, `\\left`/`\\right` are left to math-verify); Unicode is normalised (NFKC, so
     full-width and mathematical-bold digits are digits; U+2212 is a minus sign); a degree sign, a percent sign and
-    `\\$` are units and dropped (so `19\\%` is read as 19, never as 0.19 as well). Each `\\text{...}`-like group
-    (`\\text`, `\\mbox`, `\\textbf`, `\\mathrm`, `\\operatorname`...) must be: unit words (`\\text{ cm}^2`, dropped),
-    a number with unit words (`\\text{19 cm}`, read as 19), `and`/`or` between values (read as a comma, so the box
-    states several values), a letter under a math font (`\\mathrm{e}`), or the whole answer (`\\text{Monday}`);
-    anything else (`19\\text{ or 20}`, `19 \\text{ squared}`, `\\text{not } 19`) refuses the answer.
+    `\\$` are units and dropped (so `19\\%` is read as 19, never as 0.19 as well); `√`, `∛`, `π` and `∞` are their
+    commands. A digit-group separator joins a number only in a real thousands grouping, and two numbers side by side
+    (`12 7`, `12\\ 7`) refuse the answer (`codapo_trl.rewards.computation`). Words never refuse an answer unless they
+    change the value read or add one (`VALUE_WORDS`: `19\\text{ or 20}`, `19 \\text{ squared}`, `\\text{not } 19`,
+    `19 thousand`): unit, count and label words are dropped (`\\text{ cm}^2`, `\\text{19 in/s}`, `12 marbles`);
+    `and`/`or` between values read as a comma (so the box states several values); a letter under a math font is that
+    letter (`\\mathrm{e}`); a group that is the whole answer is a word answer (`\\text{east}`, `\\text{(C)}`).
 
     Example:
         ```python
         >>> prepare(r"19\\,\\text{km}"), prepare(r"\\color{red}{19}\\%"), prepare(r"19\\text{ thousand}")
-        (('19', None), ('19', None), (None, 'words the grader cannot read as a unit'))
+        (('19', None), ('19', None), (None, 'words or marks that change the value read'))
+        >>> prepare(r"12\\ 7"), prepare(r"11,\\! 111,\\! 100"), prepare("12 marbles"), prepare("2√2")
+        ((None, 'numbers written side by side'), ('11111100', None), ('12', None), ('2\\\\sqrt{2}', None))
 
         ```
     """
     text = unicodedata.normalize("NFKC", latex).replace("\u2212", "-")
+    text = _UNICODE_ROOT_RE.sub(lambda m: "\\sqrt{" + m.group(1).strip("()") + "}", text)  # √2, √(x+1)
+    for symbol, command in _UNICODE_SYMBOLS.items():
+        text = text.replace(symbol, command)
     text = _TEXTCOLOR_RE.sub("", text)
     for match in reversed(list(_DROPPED_WITH_ARGUMENT_RE.finditer(text))):
         end = braced_group_end(text, match.end() - 1)
         if end is None:
             return None, WORDS
-        text = text[: match.start()] + text[end:]
-    text = _DIGIT_GROUP_RE.sub("", text.replace("\\!", ""))  # 19\\,000 and 2,\\!500 are numbers
+        text = text[: match.start()] + " " + text[end:]  # a space: `1\\phantom{0}9` stays two numbers
+    text = _SIZE_RE.sub(" ", _UNWRAPPED_RE.sub("", text))
+    text = _ONE_CELL_ARRAY_RE.sub(lambda m: m.group(2) if "\\\\" not in m.group(2).strip(" \\") else m.group(), text)
+    text = _REPEATING_RE.sub(_repeating_fraction, text)
+    text = _FRAC_COMMAND_ARGUMENTS_RE.sub(r"\\\1{\2}{\3}", text)
+    text = text.replace(":=", "=")
+    text = _NUMBER_BASE_RE.sub("", text)  # the base of a numeral is compared like a unit (`unit_of`)
+    if text.rstrip().endswith("\\") and not text.rstrip().endswith("\\\\"):
+        text = text.rstrip()[:-1]  # `\\ 19\\ ` stripped by the box reader: a TeX space cut in half
+    text = join_digit_groups(text).replace("\\!", "")  # 19\\,000 and 11,\\! 111 are numbers; 12\\ 7 is not one
     text = _SPACING_RE.sub(" ", text)
-    text = _DEGREE_RE.sub("", text)
-    text = _PERCENT_RE.sub("", text).replace("\\$", "").replace("$", "")
+    text = _DEGREE_RE.sub(" ", text)  # a unit is dropped as a space, so that `1^\\circ 9` stays two numbers
+    text = _PERCENT_RE.sub(" ", text).replace("\\$", " ").replace("$", " ")
     while True:
         match = _TEXT_RE.search(text)
         if match is None:
@@ -136,21 +210,128 @@ def prepare(latex: str) -> tuple[str | None, str | None]:
         tail = text[end:]
         words = _WORD_RE.findall(content)
         unit_power = _UNIT_POWER_RE.match(tail)
-        if unit_power and words and words[-1].lower() in unit_words():  # \\text{ cm}^2, \\text{19 cm}^2
+        if unit_power and words and not changes_value(words):  # \\text{ cm}^2, \\text{19 cm}^2
             tail = tail[unit_power.end() :]
-        if reading.startswith("\\text{"):
+        if reading == "\\text{":
             return text.strip(), None  # a word answer, compared by math-verify
+        if reading == "" and tail.lstrip().startswith(("_", "(")):
+            reading = "P"  # a name written in words (`\\text{proj}_{b} a`): one letter, a label for the reader
         text = text[: match.start()] + (" " + reading + " " if reading else " ") + tail
     text = re.sub(r"\s+", " ", text).strip()
+    leading = _LEADING_WORDS_RE.match(text)
+    if leading and not changes_value(_WORD_RE.findall(leading.group(1))):
+        text = text[leading.end() :]  # plain words before a number: "Hillary has 7 nickels"
     trailing = _TRAILING_WORDS_RE.search(text)
     plain_words = _WORD_RE.findall(trailing.group(1)) if trailing else []
-    if plain_words and all(len(w) > 1 and w.lower() in unit_words() for w in plain_words):
-        text = text[: trailing.start(1)].rstrip()  # plain unit words after a number: "19 cm", "7 apples." (not "3 m")
+    if plain_words and all(len(w) > 1 for w in plain_words) and not changes_value(plain_words):
+        text = text[: trailing.start(1)].rstrip()  # plain words after a number: "19 cm", "12 marbles." (not "3 m")
     if text.endswith(".") and not text.endswith(".."):
         text = text[:-1].rstrip()  # the sentence's full stop written inside the box: 19.
     while text.startswith("{") and braced_group_end(text, 0) == len(text):
         text = text[1:-1].strip()  # {19}: a group, not a set
-    return (text or None), (None if text else WORDS)
+    if not text:
+        return None, WORDS
+    if re.fullmatch(r"[A-Za-z]{3,}", text) and text.lower() not in VALUE_WORDS:
+        return (
+            "\\text{" + text + "}",
+            None,
+        )  # a bare word is a word answer (`Navin` for `\\text{Navin}`), not a product
+    if juxtaposed_numbers(text):
+        return None, JUXTAPOSED
+    return text, None
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# The unit an answer carries
+# ---------------------------------------------------------------------------------------------------------------------
+
+_UNIT_SYNONYMS = {
+    "cm": "centimeter", "centimetre": "centimeter", "mm": "millimeter", "millimetre": "millimeter",
+    "km": "kilometer", "kilometre": "kilometer", "m": "meter", "metre": "meter", "in": "inch", "inches": "inch",
+    "ft": "foot", "feet": "foot", "yd": "yard", "mi": "mile", "s": "second", "sec": "second", "secs": "second",
+    "min": "minute", "mins": "minute", "h": "hour", "hr": "hour", "hrs": "hour", "g": "gram", "kg": "kilogram",
+    "l": "liter", "litre": "liter", "ml": "milliliter", "millilitre": "milliliter", "deg": "degree",
+    "lb": "pound", "lbs": "pound", "oz": "ounce", "dollar": "dollar", "cents": "cent", "sq": "square",
+}  # fmt: skip
+
+
+def _unit_name(word: str) -> str:
+    """One spelling per unit: `cm` and `centimeters` are `centimeter`, `hrs` is `hour`."""
+    word = word.lower()
+    if word in ("square", "cubic"):
+        return word
+    if word in _UNIT_SYNONYMS:
+        return _UNIT_SYNONYMS[word]
+    for suffix in ("es", "s"):
+        stem = word[: -len(suffix)]
+        if word.endswith(suffix) and len(stem) > 2 and (stem in _UNIT_SYNONYMS or suffix == "s"):
+            return _UNIT_SYNONYMS.get(stem, stem)
+    return word
+
+
+@functools.lru_cache(maxsize=4096)
+def unit_of(latex: str) -> str:
+    """The unit an answer carries, one spelling per unit (`19\\text{ cm}^2` -> `centimeter^2`, `\\$19` -> `dollar`,
+    `90^\\circ` -> `degree`), or `""` for none. Two answers whose units differ state different values (`19\\text{ mm}`
+    is not `19\\text{ cm}`); a unit on one side only is the question's unit, written or not. The base of a numeral
+    other than 10 is a unit too (`52_8` -> `base 8`), one the answer may only write when the gold does.
+
+    Example:
+        ```python
+        >>> unit_of(r"19\\text{ cm}^2"), unit_of(r"19 \\text{centimeters}^2"), unit_of(r"\\$1.50"), unit_of("19")
+        ('centimeter^2', 'centimeter^2', 'dollar', '')
+
+        ```
+    """
+    text = unicodedata.normalize("NFKC", latex)
+    units = [
+        f"base {b.group(1) or b.group(2)}"
+        for b in _NUMBER_BASE_RE.finditer(text)
+        if (b.group(1) or b.group(2)) != "10"
+    ]
+    if _DEGREE_RE.search(text):
+        units.append("degree")
+    if _PERCENT_RE.search(text):
+        units.append("percent")
+    if "\\$" in text:
+        units.append("dollar")
+    for match in _TEXT_RE.finditer(text):
+        end = braced_group_end(text, match.end() - 1)
+        if end is None:
+            continue
+        words = _WORD_RE.findall(text[match.end() : end - 1])
+        whole = not (text[: match.start()] + text[end:]).strip(" {}()$")
+        if whole or not words or changes_value(words) or all(w.lower() in ("and", "or") for w in words):
+            continue
+        power = _UNIT_POWER_RE.match(text, end)
+        units.append(" ".join(_unit_name(w) for w in words) + ("^" + power.group().strip(" ^{}") if power else ""))
+    trailing = _TRAILING_WORDS_RE.search(re.sub(r"\s+", " ", text).strip())
+    if trailing and not changes_value(_WORD_RE.findall(trailing.group(1))):
+        units.append(" ".join(_unit_name(w) for w in _WORD_RE.findall(trailing.group(1))))
+    unit = " ".join(units)
+    return re.sub(r"\b(square|cubic) (\w+)", lambda m: m.group(2) + ("^2" if m.group(1) == "square" else "^3"), unit)
+
+
+def units_differ(answer: str, gold: str) -> bool:
+    """Whether an answer's unit states another value than the gold's: both carry a unit and they share no word
+    (`19\\text{ mm}` for `19\\text{ cm}`, `\\text{ ft}^2` for `\\text{ ft}`; `19\\text{ cm long}` shares `cm`), or
+    the answer writes a numeral base that the gold does not (`19_{20}` for 19, `52_8` for `52_9`).
+
+    Example:
+        ```python
+        >>> units_differ(r"19\\text{ mm}", r"19\\text{ cm}"), units_differ(r"19\\text{ cm long}", r"19\\text{ cm}")
+        (True, False)
+        >>> units_differ(r"19\\text{ cm}", "19"), units_differ("19_{20}", "19"), units_differ("52_8", "52_8")
+        (False, True, False)
+
+        ```
+    """
+    mine, theirs = unit_of(answer), unit_of(gold)
+    bases, gold_bases = re.findall(r"base \d+", mine), re.findall(r"base \d+", theirs)
+    if bases and bases != gold_bases:
+        return True
+    words, gold_words = set(mine.replace("/", " ").split()), set(theirs.replace("/", " ").split())
+    return bool(words and gold_words and not words & gold_words)
 
 
 # ---------------------------------------------------------------------------------------------------------------------

@@ -1,20 +1,21 @@
 """The answer grader behind the maths reward, `codapo-eval` and the analysis: `grade_answers`.
 
-Length: about 610 lines: the verdict reasons, the worker-side grading, the grader's settings and shared pool, its
+Length: about 590 lines: the verdict reasons, the worker-side grading, the grader's settings and shared pool, its
 caches and the public entry point share one cache and one set of reasons; the rules themselves live in `extraction`,
 `final_form` and `checks`.
 
 Four rules on top of math-verify equivalence keep the grade honest and training alive:
 
-1. **Only an anchored answer is paid** (`codapo_trl.rewards.extraction`): the last `\\boxed{...}`, else the text after
-   the last final-answer phrase; a bare expression earns 0. A right box that the completion goes on to contradict
-   (`\\boxed{23} = 26. The answer is 26.`: an answer stated after the box that the same grader reads as a different
-   value), or follows with a statement the grader cannot decide, earns 0 too, unless the grader is told to read the
-   last box only (`read_after_box`).
+1. **One value is read, and only an anchored one** (`codapo_trl.rewards.extraction`): the last `\\boxed{...}`, else
+   the text after the last final-answer phrase; a bare expression earns 0. Text after the box is not read (it cannot
+   change the value read), except a mark written against the box that continues its value (`\\boxed{2}^{10}`),
+   which earns 0 unless the grader is told to read the last box only (`read_after_box`).
 2. **Only the final form is paid** (`codapo_trl.rewards.final_form`): judged on the answer's parse tree against the
-   gold's, never on the question's wording. A numeric gold asks for a numeral (`\\boxed{5+2}` earns 0 for 7); no
-   answer may be less evaluated than its gold (`\\sqrt 8` for `2\\sqrt2`, `(x+1)^2` for an expanded gold); only unit
-   words may follow a number; every side of an equation must equal the gold; a box states one value.
+   gold's, never on the question's wording. A numeric gold asks for a numeral (`\\boxed{5+2}` earns 0 for 7; numbers
+   side by side, `12 7`, are never one); no answer may be less computed than its gold (`\\sqrt 8` for `2\\sqrt2`,
+   `\\sqrt{3+2\\sqrt2}` for `1+\\sqrt2`, `(x+1)^2` for an expanded gold); words refuse only when they change the
+   value read (`19 thousand`, `19 or 20`); a side of an equation that names something is a label, any other must
+   equal the gold; a box states one value.
 3. **Typed questions.** An optional `answer_type` column per row: `"math"` (default, math-verify equivalence),
    `"number"` (the answer must be a numeral whatever the gold) or `"choice"` (one letter A-J, compared
    case-insensitively with the gold letter).
@@ -28,8 +29,8 @@ Grader settings come from environment variables read when the worker pool first 
 `configure_grader`: `CODAPO_GRADER_WORKERS` (worker processes, default `min(4, cpu_count)`; `0` grades in the calling
 process with no time bound, for debugging only), `CODAPO_GRADER_TIMEOUT` (seconds per answer, default 2) and
 `CODAPO_GRADER_MEMORY_MB` (address-space limit per worker, default 2048; 0 for none) and
-`CODAPO_GRADER_READ_AFTER_BOX` (`1`, the default: a right box contradicted after it scores 0; `0`: the last box only,
-the rule the CoDaPO-vs-GRPO campaign was pre-registered with).
+`CODAPO_GRADER_READ_AFTER_BOX` (`1`, the default: a right box whose value runs on past it, `\\boxed{2}^{10}`, scores 0;
+`0`: the last box only, the rule the CoDaPO-vs-GRPO campaign was pre-registered with).
 """
 
 from __future__ import annotations
@@ -49,13 +50,12 @@ from codapo_trl.rewards.checks import (
     cases_rows,
     choice_letter,
     looks_like_prose,
-    number_words,
     plain_number,
     precheck,
     same_number,
 )
 from codapo_trl.rewards.deadline_pool import DeadlineProcessPool, TaskOutcome
-from codapo_trl.rewards.extraction import UNDECIDABLE, extract_final_answer, extract_gold, stated_after_box
+from codapo_trl.rewards.extraction import box_in_expression, extract_final_answer, extract_gold
 from codapo_trl.rewards.final_form import (
     FALSE_RELATION,
     NOT_A_NUMBER,
@@ -64,7 +64,7 @@ from codapo_trl.rewards.final_form import (
     SEVERAL_VALUES,
     UNREADABLE,
 )
-from codapo_trl.rewards.form_reading import WORDS
+from codapo_trl.rewards.form_reading import JUXTAPOSED, WORDS
 
 
 logger = logging.getLogger(__name__)
@@ -86,12 +86,22 @@ GOLD_UNPARSEABLE = "gold not parseable"
 GOLD_NOT_A_CHOICE = "gold is not a choice letter"
 TIMED_OUT = "grading timed out"
 GOLD_TIMED_OUT = "gold parsing timed out"
-CONTRADICTED = "contradicted after its box"
+BOX_IN_EXPRESSION = "the box is only part of the value written"
 CRASHED = "grader crashed"
 UNAVAILABLE = "grader unavailable"
-FORM_REASONS = (NOT_FINAL, NOT_A_NUMBER, SEVERAL_VALUES, FALSE_RELATION, OTHER_RELATION, WORDS, UNREADABLE)
-"""The reasons of an answer refused for its form (`codapo_trl.rewards.final_form`), counted by
-`math_accuracy/not_final_frac`."""
+FORM_REASONS = (
+    NOT_FINAL,
+    NOT_A_NUMBER,
+    SEVERAL_VALUES,
+    FALSE_RELATION,
+    OTHER_RELATION,
+    WORDS,
+    JUXTAPOSED,
+    UNREADABLE,
+    BOX_IN_EXPRESSION,
+)
+"""The reasons of an answer refused for its form (`codapo_trl.rewards.final_form`, `form_reading.prepare`,
+`extraction.box_in_expression`), counted by `math_accuracy/not_final_frac`."""
 
 
 @dataclass(frozen=True)
@@ -169,8 +179,8 @@ def _grade_pair(payload: tuple) -> tuple[bool | None, str | None, str | None, st
     """Grade one `(predicted, gold, kind)` triple of already extracted answers: math-verify for the value, the
     final-form rule (`codapo_trl.rewards.final_form`) for the form.
 
-    `kind` is `"math"`, `"number"` (the answer must be a numeral) or `"value"` (a statement after the box: its value
-    only). Returns `(correct, reason, predicted_parsed, gold_parsed)`; `correct` is `None` when the gold cannot be
+    `kind` is `"math"`, `"number"` (the answer must be a numeral) or `"value"` (its value only: a statement after the
+    box, for `after_box.contradicted_after_box`). Returns `(correct, reason, predicted_parsed, gold_parsed)`; `correct` is `None` when the gold cannot be
     parsed. A `None` prediction only checks the gold (the result is then `False` if the gold parses).
     """
     from math_verify import verify
@@ -195,6 +205,8 @@ def _grade_pair(payload: tuple) -> tuple[bool | None, str | None, str | None, st
             return False, UNPARSEABLE_ANSWER, None, gold_text
         correct = verify(list(gold_parsed), list(predicted_parsed), timeout_seconds=None)
         return bool(correct), None, _shorten(predicted_parsed[0]), gold_text
+    if form_reading.units_differ(predicted, gold):
+        return False, WORDS, None, gold_text  # 19 mm for 19 cm, 19_{20} for 19: another unit is another value
     # The form first: an answer refused for its form, or a numeral against a numeral, needs no math-verify parse.
     if form_reading.read_form(prepared_gold) is None and getattr(gold_parsed[0], "is_Number", False):
         kind = "number"  # a numeric gold the form reader cannot read still asks for a numeral
@@ -281,12 +293,13 @@ def configure_grader(
         memory_limit_mb (`int`, *optional*):
             Address-space limit of each worker in MiB; `0` for none.
         read_after_box (`bool`, *optional*):
-            Whether a right last box followed by a different stated answer scores 0 (`True`, the default) or the last
-            box alone is graded (`False`); see `grade_answers`.
+            Whether a right last box whose value runs on past it (`\\boxed{2}^{10}`) scores 0 (`True`, the default)
+            or the last box alone is graded (`False`); see `grade_answers`.
 
     Example:
         ```python
         >>> configure_grader(num_workers=2, timeout=2.0)
+
         ```
     """
     global _pool, _settings
@@ -474,11 +487,9 @@ def grade_answers(
             `"number"` an answer is paid only in its final form (`codapo_trl.rewards.final_form`), judged on the
             answer's own parse tree against the gold's, never on the question's wording.
         read_after_box (`bool`, *optional*):
-            Whether a right last box is checked against the answers the output states after it (`stated_after_box`:
-            `\\boxed{23} = 26`, `\\boxed{23}. The answer is 26.`). When one of them is graded as a different value
-            (under `"math"` rules, or as a letter for `"choice"`; prose states nothing), or cannot be decided (too
-            long, too deep, timed out, unreadable, a retraction such as "that's wrong"), the item scores 0 with
-            reason `CONTRADICTED`. `None` (default) takes the grader setting (`configure_grader`,
+            Whether a right last box whose value runs on past it (`box_in_expression`: `\\boxed{2}^{10}`,
+            `\\boxed{1}9`) scores 0 with reason `BOX_IN_EXPRESSION`. Nothing else after the box is read: it cannot change
+            the one value read. `None` (default) takes the grader setting (`configure_grader`,
             `CODAPO_GRADER_READ_AFTER_BOX`, on unless set to 0); `False` grades the last box alone.
 
     Returns:
@@ -489,11 +500,11 @@ def grade_answers(
         ```python
         >>> [r.correct for r in grade_answers([r"so \\boxed{0.5}", "5 + 2 =", r"\\boxed{5+2}"], ["1/2", "7", "7"])]
         [True, False, False]
-        >>> contradicted = r"16 + 7 = 23. \\boxed{23} = 26. The answer is 26."
-        >>> [(r.correct, r.reason) for r in grade_answers([contradicted], ["23"])]
-        [(False, 'contradicted after its box')]
-        >>> grade_answers([contradicted], ["23"], read_after_box=False)[0].correct
+        >>> [(r.correct, r.reason) for r in grade_answers([r"\\boxed{2}^{10}", r"\\boxed{2}. Or 3?"], ["2", "2"])]
+        [(False, 'the box is only part of the value written'), (True, None)]
+        >>> grade_answers([r"\\boxed{2}^{10}"], ["2"], read_after_box=False)[0].correct
         True
+
         ```
     """
     n = len(predictions)
@@ -510,15 +521,16 @@ def grade_answers(
     kinds = [_normalise_type(answer_type) for answer_type in answer_types]
     results = _grade_extracted([extract_final_answer(text) for text in texts], golds, kinds)
     if read_after_box:
-        _refuse_contradicted_boxes(results, texts, golds, kinds)
+        for index, text in enumerate(texts):
+            if results[index].correct is True and box_in_expression(text):
+                results[index] = dataclasses.replace(results[index], correct=False, reason=BOX_IN_EXPRESSION)
     return results
 
 
 def _grade_extracted(
     answers: Sequence[str | None], golds: Sequence[str | None], kinds: Sequence[str]
 ) -> list[GradeResult]:
-    """`grade_answers` on answers already extracted from their outputs (`kinds` normalised; `"value"` grades a
-    statement after the box by its value alone)."""
+    """`grade_answers` on answers already extracted from their outputs (`kinds` normalised, or `"value"`)."""
     results: list[GradeResult | None] = [None] * len(answers)
     # index, extracted prediction, gold, what the worker gets (None: only check the gold), reason already known
     pending: list[tuple[int, str | None, str, str | None, str | None, str]] = []
@@ -539,39 +551,6 @@ def _grade_extracted(
                 correct, reason = False, known_reason
             results[index] = GradeResult(correct, predicted, gold_answer, reason, predicted_parsed, gold_parsed)
     return results  # type: ignore[return-value]
-
-
-def _refuse_contradicted_boxes(
-    results: list[GradeResult], texts: Sequence[str | None], golds: Sequence[str | None], kinds: Sequence[str]
-) -> None:
-    """Turn each right box whose output then states a different answer, or a statement the grader cannot decide
-    (`stated_after_box`), into a wrong one, in place. A statement is graded by its value (`"value"`, whatever the
-    item's answer type asks of the box) or as a letter for `"choice"`; number words are read as numbers
-    (`twenty-six`); other prose states nothing. A statement that is too long, too deep, unreadable, or whose grading
-    times out or crashes refuses the box: a reader that cannot decide does not pay."""
-    owners, statements, statement_golds, statement_kinds = [], [], [], []
-    for index, (result, text) in enumerate(zip(results, texts)):
-        if result.correct is not True:
-            continue
-        for statement in stated_after_box(text):
-            if statement is UNDECIDABLE:
-                results[index] = dataclasses.replace(results[index], correct=False, reason=CONTRADICTED)
-                break
-            spelled = number_words(statement)
-            if spelled is not None:
-                statement = spelled
-            elif looks_like_prose(statement):
-                continue
-            owners.append(index)
-            statements.append(statement)
-            statement_golds.append(golds[index])
-            statement_kinds.append("choice" if kinds[index] == "choice" else "value")
-    if not statements:
-        return
-    verdicts = _grade_extracted(statements, statement_golds, statement_kinds)
-    for index, verdict in zip(owners, verdicts):
-        if results[index].correct is True and verdict.correct is not True:
-            results[index] = dataclasses.replace(results[index], correct=False, reason=CONTRADICTED)
 
 
 @dataclass(frozen=True)

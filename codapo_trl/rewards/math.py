@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from codapo_trl.answers import completion_text
-from codapo_trl.rewards.grading import CONTRADICTED, CRASHED, FORM_REASONS, NO_ANSWER, TIMED_OUT, grade_answers
+from codapo_trl.rewards.grading import CRASHED, FORM_REASONS, NO_ANSWER, TIMED_OUT, grade_answers
 
 
 __all__ = ["math_accuracy_reward"]
@@ -20,10 +20,10 @@ def math_accuracy_reward(completions: list[Any], answer: list[str | None], **kwa
     """Binary accuracy reward: 1.0 if the completion's anchored final answer equals the gold answer, else 0.0.
 
     A TRL reward function (pass it in `reward_funcs`, or by name `"math_accuracy"` via `get_reward_funcs`). Grading
-    follows `grade_answers`: the answer must be boxed or follow a final-answer phrase, a right box contradicted by an
-    answer stated after it scores 0.0 (unless the grader setting `read_after_box` is off), the optional `answer_type`
-    column selects `"math"`, `"number"` or `"choice"` grading, an answer is paid only in its final form (judged on its
-    parse tree against the gold's, see `codapo_trl.rewards.final_form`), and each answer is graded within about 2 s
+    follows `grade_answers`: the answer must be boxed or follow a final-answer phrase (one value is read: text after
+    the box is not, unless it continues the box's value, `\\boxed{2}^{10}`), the optional `answer_type` column
+    selects `"math"`, `"number"` or `"choice"` grading, an answer is paid only in its final form (judged on its own
+    tokens and parse tree against the gold's, see `codapo_trl.rewards.final_form`), and each answer is graded within about 2 s
     (timeouts score 0.0). A gold answer that cannot be parsed gives `None`, which TRL leaves out of the mean.
 
     Args:
@@ -34,8 +34,7 @@ def math_accuracy_reward(completions: list[Any], answer: list[str | None], **kwa
         **kwargs:
             Other columns from TRL. Used: `answer_type` (`list[str]`, default `"math"` for all), `log_extra` (logs
             `gold_parsed` and `answer_parsed` columns to the completions table) and `log_metric` (logs
-            `math_accuracy/no_answer_frac`, `math_accuracy/contradicted_frac`, `math_accuracy/not_final_frac` and
-            `math_accuracy/ungraded_frac`).
+            `math_accuracy/no_answer_frac`, `math_accuracy/not_final_frac` and `math_accuracy/ungraded_frac`).
 
     Returns:
         `list[float | None]`: One reward per completion.
@@ -61,7 +60,6 @@ def math_accuracy_reward(completions: list[Any], answer: list[str | None], **kwa
     log_metric = kwargs.get("log_metric")
     if callable(log_metric) and results:
         log_metric("math_accuracy/no_answer_frac", sum(r.reason == NO_ANSWER for r in results) / len(results))
-        log_metric("math_accuracy/contradicted_frac", sum(r.reason == CONTRADICTED for r in results) / len(results))
         log_metric("math_accuracy/not_final_frac", sum(r.reason in FORM_REASONS for r in results) / len(results))
         log_metric(
             "math_accuracy/ungraded_frac",

@@ -24,8 +24,7 @@ import run
 import stats
 
 from codapo_trl.command_line import configure_logging
-from codapo_trl.rewards.extraction import stated_after_box
-from codapo_trl.rewards.grading import CONTRADICTED, grade_answers
+from codapo_trl.rewards.after_box import contradicted_after_box, stated_after_box
 
 
 logger = logging.getLogger("codapo_vs_grpo.report")
@@ -347,8 +346,8 @@ def sample_examples(path: Path, level: int, correct: bool, limit: int) -> list[s
 def answers_after_box(path: Path) -> dict[int, Counter]:
     """Per level of one read-out's samples file: `samples`, `correct` (as the campaign graded them: the last box
     alone), `stated` (samples that state an answer after their last box, `stated_after_box`: `\\boxed{23} = 26. The
-    answer is 26.`) and `contradicted` (correct ones that the grader's later default rule, `read_after_box=True`,
-    scores 0 for what they state after the box)."""
+    answer is 26.`) and `contradicted` (correct ones whose statement after the box is a different answer: the rule
+    the grader applied from issue 25 to issue 32, `after_box.contradicted_after_box`)."""
     counts: dict[int, Counter] = {}
     to_grade: list[tuple[int, str, str, str | None]] = []
     with gzip.open(path, "rt") as f:
@@ -366,9 +365,8 @@ def answers_after_box(path: Path) -> dict[int, Counter]:
                     )
     if to_grade:
         levels, completions, golds, types = zip(*to_grade)
-        results = grade_answers(completions, golds, types, read_after_box=True)
-        for level, result in zip(levels, results):
-            counts[level]["contradicted"] += result.reason == CONTRADICTED
+        for level, contradicted in zip(levels, contradicted_after_box(list(completions), list(golds), list(types))):
+            counts[level]["contradicted"] += contradicted
     return counts
 
 

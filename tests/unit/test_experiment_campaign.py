@@ -171,12 +171,13 @@ def test_the_campaign_grades_with_the_preregistered_rule(run, monkeypatch, tmp_p
 
     from codapo_trl.rewards import configure_grader, grade_answers, grader_settings
 
-    contradicted = r"16 + 7 = 23. \boxed{23} = 26. The answer is 26."
+    # Since issue 32 the setting decides only a box written inside a larger value (text after the box is not read).
+    contradicted = r"So $\boxed{2}^{10}$."
     before = grader_settings()["read_after_box"]
     monkeypatch.setenv("CODAPO_GRADER_READ_AFTER_BOX", "1")  # restored at teardown, whatever the driver sets
     configure_grader(read_after_box=True)
     try:
-        assert grade_answers([contradicted], ["23"])[0].correct is False
+        assert grade_answers([contradicted], ["2"])[0].correct is False
         order, real_pin = [], run.pin_grader
 
         def pin():
@@ -190,10 +191,10 @@ def test_the_campaign_grades_with_the_preregistered_rule(run, monkeypatch, tmp_p
             run.main(["--recipe", str(recipe), "--results-dir", str(tmp_path / "results")])
         assert order == ["pin"]
         assert os.environ["CODAPO_GRADER_READ_AFTER_BOX"] == "0"
-        assert grade_answers([contradicted], ["23"])[0].correct is True
+        assert grade_answers([contradicted], ["2"])[0].correct is True
         grade = "from codapo_trl.rewards import grade_answers;"
         child = subprocess.run(
-            [sys.executable, "-c", f"{grade} print(grade_answers([{contradicted!r}], ['23'])[0].correct)"],
+            [sys.executable, "-c", f"{grade} print(grade_answers([{contradicted!r}], ['2'])[0].correct)"],
             capture_output=True,
             text=True,
             env={**os.environ, "CODAPO_GRADER_WORKERS": "0"},

@@ -12,7 +12,7 @@ import pytest
 from codapo_trl.evaluation.benchmarks import Benchmark, BenchmarkItem
 from codapo_trl.evaluation.evaluate import _grade_math
 from codapo_trl.evaluation.generation import Completion
-from codapo_trl.rewards import CONTRADICTED, FORM_REASONS, GOLD_TIMED_OUT, grade_answers, math_accuracy_reward
+from codapo_trl.rewards import BOX_IN_EXPRESSION, FORM_REASONS, GOLD_TIMED_OUT, grade_answers, math_accuracy_reward
 from codapo_trl.rewards import grading as rewards
 from codapo_trl.rewards.deadline_pool import TaskOutcome
 
@@ -100,9 +100,13 @@ STRUCTURED = {
 }
 
 
-# (completion, gold, answer type): a right last box, then a different answer stated after it. A reader marks these
-# wrong; GRPO's seed-3 run of the CoDaPO-vs-GRPO campaign learned the first form (395 of 1716 held-out samples).
-CONTRADICTIONS = {
+# (completion, gold, answer type): a right last box, then a different answer (or a statement the grader cannot decide)
+# written after it. Until issue 32 each was refused as "contradicted after its box"; every expectation here changed
+# to PAID, for one reason: the grader reads one value, the last box, and text after it cannot change that value, so
+# a policy gains nothing from it (a wrong box stays unpaid whatever follows: `test_a_right_answer_after_a_wrong_box_
+# is_not_paid`). The check guarded no gain and refused right answers on real model output ("The final answer is
+# indeed \(36^\circ\)", "would be equivalent to **$1250**", `\boxed{2\sqrt2} \approx 2.83`), so it is deleted.
+AFTER_THE_BOX_NOT_READ = {
     "relation_and_phrase": (
         "We compute the sum: 16 + 7 = 23.\n\n\\boxed{23} = 26.\n\nThe answer is 26.",
         "23",
@@ -114,22 +118,39 @@ CONTRADICTIONS = {
     "phrase_only": ("\\boxed{23}. The answer is 26.", "23", "math"),
     "final_answer_math_span": ("\\boxed{23}\n\n**Final Answer:**\n\n$$26$$", "23", "math"),
     "gsm8k_marker": ("\\boxed{23}\n#### 26", "23", "number"),
-    "expression_of_another_value": ("\\boxed{23} = 20 + 6", "23", "number"),  # graded by value, not as a literal
+    "expression_of_another_value": ("\\boxed{23} = 20 + 6", "23", "number"),
     "fraction": ("\\boxed{\\frac{1}{2}}. The answer is $\\frac{1}{3}$.", "\\frac{1}{2}", "math"),
     "choice": ("\\boxed{B}. The answer is C.", "B", "choice"),
     "later_phrase_wins": ("\\boxed{23}. The answer is 23. Actually the answer is 26.", "23", "math"),
-    # A statement the grader cannot decide refuses the box instead of passing it (issue 25).
     "unparseable": ("\\boxed{23} = \\frac{", "23", "math"),
     "retraction": ("\\boxed{23}. Hmm, that is wrong.", "23", "number"),
     "qualified": ("\\boxed{23} \\neq 23", "23", "number"),
     "number_words_other_value": ("\\boxed{23} = twenty-six", "23", "math"),
     "bold_and_double_equals": ("**$\\boxed{23}$** == 26", "23", "number"),
     "should_be": ("\\boxed{23}. Actually it should be 26.", "23", "number"),
-    # Marks written against the box that change the value it shows (issue 25, the developer's own family).
+    "percent_after_box": ("\\boxed{19}\\%", "19", "number"),  # `19\\%` is read as 19 inside a box too
+    "relation_inside_text": ("\\boxed{23}\\text{ = 26}", "23", "number"),
+    # issue 32's real refusals, and its `\\boxed{60}^\\circ`
+    "indeed_degrees": ("The final answer is $\\boxed{36}$. The final answer is indeed \\(36^\\circ\\).", "36", "math"),
+    "bold_currency": ("So $\\boxed{1250}$. This would be equivalent to **$1250**.", "1250", "math"),
+    "degree_after_box": ("$\\boxed{60}^\\circ$", "60", "math"),
+    "approximation_after_box": ("\\boxed{2\\sqrt2} \\approx 2.83", "2\\sqrt2", "math"),
+}
+
+# (completion, gold, answer type): a right box that is only part of the value written: an operation, a sign, a digit
+# or a value word written against it. The box does not hold the value written, so it is refused
+# (`extraction.box_in_expression`); the first two were in CONTRADICTIONS before issue 32 and are refused as before.
+BOX_IN_EXPRESSION_CASES = {
     "power_after_box": ("\\boxed{2}^{10}", "2", "math"),
     "digit_after_box": ("So $\\boxed{1}9$.", "1", "number"),
-    "percent_after_box": ("\\boxed{19}\\%", "19", "number"),
-    "relation_inside_text": ("\\boxed{23}\\text{ = 26}", "23", "number"),
+    "sign_before_box": ("So the answer is $-\\boxed{23}$.", "23", "math"),
+    "fraction_around_box": ("$\\frac{\\boxed{23}}{2}$", "23", "math"),
+    "root_around_box": ("$\\sqrt{\\boxed{23}}$", "23", "math"),
+    "product_after_box": ("$\\boxed{23}\\times 2$", "23", "number"),
+    "sum_after_box": ("$\\boxed{23} + 1$", "23", "number"),
+    "thousands_after_box": ("$\\boxed{23},000$", "23", "number"),
+    "thin_space_thousands": ("$\\boxed{23}\\,000$", "23", "number"),
+    "value_word_after_box": ("$\\boxed{23}\\text{ thousand}$", "23", "number"),
 }
 
 # (completion, gold, answer type): a right last box followed by text that agrees with it or states no answer; paid.
@@ -149,11 +170,18 @@ AGREEING_AFTER_BOX = {
 }
 
 
-@pytest.mark.parametrize("case", sorted(CONTRADICTIONS))
-def test_a_box_contradicted_after_it_is_not_paid(case):
-    completion, gold, answer_type = CONTRADICTIONS[case]
+@pytest.mark.parametrize("case", sorted(AFTER_THE_BOX_NOT_READ))
+def test_text_after_a_right_box_is_not_read(case):
+    completion, gold, answer_type = AFTER_THE_BOX_NOT_READ[case]
     result = grade_answers([completion], [gold], [answer_type])[0]
-    assert (result.reward, result.reason) == (0.0, CONTRADICTED), (case, result)
+    assert result.reward == 1.0, (case, result)
+
+
+@pytest.mark.parametrize("case", sorted(BOX_IN_EXPRESSION_CASES))
+def test_a_box_inside_a_larger_value_is_not_paid(case):
+    completion, gold, answer_type = BOX_IN_EXPRESSION_CASES[case]
+    result = grade_answers([completion], [gold], [answer_type])[0]
+    assert (result.reward, result.reason) == (0.0, BOX_IN_EXPRESSION), (case, result)
     pinned = grade_answers([completion], [gold], [answer_type], read_after_box=False)[0]
     assert pinned.reward == 1.0, (case, pinned)  # the last box alone, as the CoDaPO-vs-GRPO campaign grades
 
@@ -171,28 +199,31 @@ def test_a_right_answer_after_a_wrong_box_is_not_paid():
     assert [r.reward for r in results] == [0.0, 0.0]
 
 
-def test_the_reward_refuses_and_counts_contradicted_boxes():
+def test_the_reward_refuses_and_counts_boxes_inside_larger_values():
     metrics = {}
-    completions = [CONTRADICTIONS["relation_and_phrase"][0], "\\boxed{23}", "\\boxed{23}. The answer is 23.", "23"]
+    completions = ["$-\\boxed{23}$", "\\boxed{23}", "\\boxed{23}. The answer is 26.", "23"]
     rewards_out = math_accuracy_reward(
         completions, answer=["23"] * 4, log_metric=lambda name, value: metrics.__setitem__(name, value)
     )
     assert rewards_out == [0.0, 1.0, 1.0, 0.0]
-    assert metrics["math_accuracy/contradicted_frac"] == 0.25
+    assert metrics["math_accuracy/not_final_frac"] == 0.25  # counted with the refusals for form
     assert metrics["math_accuracy/no_answer_frac"] == 0.25
+    assert "math_accuracy/contradicted_frac" not in metrics  # issue 32: nothing after the box is read
 
 
 def test_a_pathological_statement_after_the_box_is_bounded():
-    """What follows the box goes through the same bounded grader: an answer that would take SymPy forever times out
-    instead of hanging the reward, and a statement the grader cannot decide (timed out, too deep) refuses the box."""
+    """What follows the box is not read (issue 32: it cannot change the value read), so a statement that would take
+    SymPy forever, or one too deep to parse, costs nothing and leaves the right box paid (before issue 32 these were
+    read, timed out and refused the box); a pathological box is still bounded and refused."""
     import time
 
     start = time.perf_counter()
     results = grade_answers(
-        ["\\boxed{7} = (10^{10})!", "\\boxed{7} = 9^{9^{9^9}}", "\\boxed{7} = " + "{" * 5000], ["7"] * 3
+        ["\\boxed{7} = (10^{10})!", "\\boxed{7} = 9^{9^{9^9}}", "\\boxed{7} = " + "{" * 5000, "\\boxed{(10^{10})!}"],
+        ["7"] * 4,
     )
     assert time.perf_counter() - start < 30
-    assert [(r.reward, r.reason) for r in results] == [(0.0, CONTRADICTED)] * 3, results
+    assert [r.reward for r in results] == [1.0, 1.0, 1.0, 0.0], results
 
 
 @pytest.mark.parametrize("answer_type", ["math", "number"])

@@ -9,6 +9,10 @@ Two were flipped by the developer after reading them (the `note` of each says wh
 `unit-thousand-for-19000` (`19\\ \\text{thousand}`: a multiplier word is not a unit). A hostile case passes on 0.0 or `None` (refused or ungraded), an honest one only on 1.0. Every case is
 bounded: the grader's own per-answer deadline, and a 60 s timeout on the test even if the defence fails.
 
+Issue 32 flipped 25 hostile cases of the family `5-after-box` to honest (the `note` of each says why): the grader
+reads one value, the last box, and a statement written after it cannot change that value, so the check that read it
+guarded no gain and was deleted. The issue's own red team is `test_maths_redteam_issue32.py`.
+
 The honest regression check is here too: every gold answer of the fixtures and of the hostile suite, graded against
 itself and against its boxed form in a sentence, must be paid.
 """
@@ -37,10 +41,10 @@ def grader():
 
 
 def test_doctests():
-    """The final-form measures and the number-word reader, on their own examples."""
-    from codapo_trl.rewards import checks, final_form, form_reading
+    """The final-form measures, the token reading and the box rule, on their own examples."""
+    from codapo_trl.rewards import computation, extraction, final_form, form_reading
 
-    for module in (final_form, form_reading, checks):
+    for module in (final_form, form_reading, computation, extraction):
         result = doctest.testmod(module)
         assert result.attempted >= 1 and result.failed == 0, module.__name__
 
@@ -141,7 +145,14 @@ MATH_STYLE_GOLDS = [
 def _all_golds() -> list[tuple[str, str]]:
     """Every (gold, answer type) of the red-team fixture, of the hostile-completion suite, of the experiments'
     arithmetic task (every level of its test split) and `MATH_STYLE_GOLDS`."""
-    from test_hostile_completions import AGREEING_AFTER_BOX, CONTRADICTIONS, HONEST, RESTATEMENTS, STRUCTURED
+    from test_hostile_completions import (
+        AFTER_THE_BOX_NOT_READ,
+        AGREEING_AFTER_BOX,
+        BOX_IN_EXPRESSION_CASES,
+        HONEST,
+        RESTATEMENTS,
+        STRUCTURED,
+    )
 
     from codapo_trl.data import load_math_dataset
 
@@ -151,7 +162,8 @@ def _all_golds() -> list[tuple[str, str]]:
     golds |= {(gold, "math") for gold in MATH_STYLE_GOLDS}
     golds |= {(gold, "math") for _, _, gold in [*RESTATEMENTS.values(), *HONEST.values()]}
     golds |= {(gold, "math") for gold, _, _ in STRUCTURED.values()}
-    golds |= {(gold, kind) for _, gold, kind in [*CONTRADICTIONS.values(), *AGREEING_AFTER_BOX.values()]}
+    after_box = [*AFTER_THE_BOX_NOT_READ.values(), *BOX_IN_EXPRESSION_CASES.values(), *AGREEING_AFTER_BOX.values()]
+    golds |= {(gold, kind) for _, gold, kind in after_box}
     return sorted(golds)
 
 

@@ -21,7 +21,7 @@ from codapo_trl.rewards import (
 )
 from codapo_trl.rewards import grading as rewards
 from codapo_trl.rewards.deadline_pool import DeadlineProcessPool
-from codapo_trl.rewards.extraction import stated_after_box
+from codapo_trl.rewards.extraction import box_in_expression
 
 
 # Generous wall-clock bound for a batch of pathological inputs: a behaviour guarantee, not a performance target.
@@ -77,27 +77,39 @@ def test_extract_final_answer(text, expected):
     assert extract_final_answer(text) == expected
 
 
+# Issue 32: the grader reads one value, the box. Text after it is not read (statements, relations, remarks: they cannot
+# change the value read; the issue's false contradictions "The final answer is indeed \(36^\circ\)" and
+# "**$1250**" were refusals of right answers), except a mark written against the box that continues its value.
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        ("16 + 7 = 23. \\boxed{23} = 26.\n\nThe answer is 26.", ["26", "26"]),  # measured: GRPO, seed 3
-        ("\\boxed{23} \u2248 26.", ["26"]),
-        ("$\\boxed{23}$ \\approx 26 because", ["26"]),
-        ("\\(\\boxed{23}\\) = $26$", ["26"]),
-        ("\\boxed{23}\n\nFinal answer: $\\frac{1}{2}$", ["\\frac{1}{2}"]),
-        ("\\boxed{23}. #### 26", ["26"]),
-        ("\\boxed{23}. So $x = 26$ and the sum is 49.", []),  # working after the box states no answer
-        ("\\boxed{23} \\equiv 2 \\pmod 3", []),
-        ("The answer is 26. \\boxed{23}", []),  # before the box: the box is the last word
-        ("\\boxed{26}. \\boxed{23}", []),
-        ("\\boxed{23} = 26. \\boxed{24", []),  # unclosed last box: no closed last box, nothing read
-        ("The answer is 26.", []),
-        ("", []),
-        (None, []),
+        ("\\boxed{2}^{10}", True),
+        ("\\boxed{19}_{8}", True),
+        ("So $\\boxed{1}9$.", True),
+        ("\\boxed{1}.5", True),
+        ("$-\\boxed{5}$", True),  # a sign before the box
+        ("$\\frac{\\boxed{23}}{2}$", True),
+        ("$\\boxed{23}\\times 2$", True),
+        ("$\\boxed{23}\\text{ thousand}$", True),  # a value word written against the box
+        ("$\\boxed{23}\\text{ cm}$", False),  # a unit
+        ("- \\boxed{7}", False),  # a list bullet, not a sign
+        ("**Answer:** **\\boxed{5}** apples", False),  # Markdown emphasis
+        ("\\boxed{7} - that is all.", False),
+        ("$\\boxed{60}^\\circ$", False),  # a degree sign is a unit, as inside the box
+        ("\\boxed{60}^{\\circ}", False),
+        ("16 + 7 = 23. \\boxed{23} = 26.\n\nThe answer is 26.", False),  # a second statement is not read
+        ("\\boxed{2\\sqrt2} \\approx 2.83", False),
+        ("\\boxed{19}. 5 is not a factor of it.", False),
+        ("\\boxed{23}\\%", False),  # `23\\%` is read as 23 inside a box too
+        ("\\boxed{2}^{10} \\boxed{3}", False),  # only the last box
+        ("\\boxed{2}^{10} \\boxed{24", False),  # unclosed last box: nothing read
+        ("The answer is 26.", False),
+        ("", False),
+        (None, False),
     ],
 )
-def test_stated_after_box(text, expected):
-    assert stated_after_box(text) == expected
+def test_box_in_expression(text, expected):
+    assert box_in_expression(text) is expected
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -248,7 +260,7 @@ def test_trl_call_signature_and_logging():
     assert extra["answer_parsed"] == ["1/2", "", "B"]
     assert all(isinstance(v, str) for values in extra.values() for v in values)
     assert metrics["math_accuracy/no_answer_frac"] == pytest.approx(1 / 3)
-    assert metrics["math_accuracy/contradicted_frac"] == 0.0
+    assert "math_accuracy/contradicted_frac" not in metrics  # issue 32: nothing after the box is read, so gone
     assert metrics["math_accuracy/not_final_frac"] == 0.0
     assert metrics["math_accuracy/ungraded_frac"] == 0.0
 
@@ -281,7 +293,7 @@ def test_grade_answers_results():
 def test_read_after_box_setting(monkeypatch):
     """The rule is a grader setting: the environment gives the first value (a non yes/no value is an error naming the
     variable), `configure_grader` changes it without restarting the workers, and an explicit argument wins."""
-    contradicted = r"16 + 7 = 23. \boxed{23} = 26. The answer is 26."
+    continued = r"16 + 7 = 23. \boxed{2}^{10}"  # the box is only part of the value written (issue 32)
     before = grader_settings()
     pool = rewards._get_pool()
     monkeypatch.setattr(rewards, "_settings", None)
@@ -301,11 +313,11 @@ def test_read_after_box_setting(monkeypatch):
     try:
         configure_grader(read_after_box=False)
         assert rewards._pool is pool  # not restarted
-        assert rewards_for([contradicted], ["23"]) == [1.0]
-        assert grade_answers([contradicted], ["23"], read_after_box=True)[0].reason == rewards.CONTRADICTED
+        assert rewards_for([continued], ["2"]) == [1.0]
+        assert grade_answers([continued], ["2"], read_after_box=True)[0].reason == rewards.BOX_IN_EXPRESSION
         configure_grader(read_after_box=True)
-        assert rewards_for([contradicted], ["23"]) == [0.0]
-        assert grade_answers([contradicted], ["23"], read_after_box=False)[0].correct is True
+        assert rewards_for([continued], ["2"]) == [0.0]
+        assert grade_answers([continued], ["2"], read_after_box=False)[0].correct is True
     finally:
         configure_grader(read_after_box=before["read_after_box"])
 
