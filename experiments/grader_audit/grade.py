@@ -87,20 +87,20 @@ def grade_ours(records: list[dict], retries: int) -> list[dict[str, Any]]:
     results = grade_answers(completions, golds)
     verdicts = []
     for record, reward, result in zip(records, rewards, results, strict=True):
-        regraded = 0
-        while (reward != result.reward or result.reason == TIMED_OUT) and regraded < retries:
-            regraded += 1
+        retried = 0
+        while (reward != result.reward or result.reason == TIMED_OUT) and retried < retries:
+            retried += 1
             reward = math_accuracy_reward([record["completion"]], answer=[record["gold"]])[0]
             result = grade_answers([record["completion"]], [record["gold"]])[0]
         if reward != result.reward:
-            logger.warning("%s: the reward and grade_answers still disagree after %d regrades", record["id"], regraded)
+            logger.warning("%s: the reward and grade_answers still disagree after %d retries", record["id"], retried)
         verdicts.append(
             {
                 "ours": reward == 1.0,
                 "ours_reason": result.reason,
                 "ours_answer": result.predicted,
                 "ours_read": result.predicted_parsed,
-                "ours_regraded": regraded,
+                "ours_retried": retried,
             }
         )
     return verdicts
@@ -108,7 +108,8 @@ def grade_ours(records: list[dict], retries: int) -> list[dict[str, Any]]:
 
 def grade_plain(records: list[dict], timeout: float, workers: int) -> list[dict[str, Any]]:
     """Plain math-verify on every completion, each bounded by `timeout` seconds (a timeout or crash pays nothing)."""
-    sys.path.insert(0, str(HERE))  # the worker imports `plain_verify` from this folder (it inherits sys.path)
+    # The workers import `plain_verify` from this folder: run as a script, the folder is first on `sys.path`, which
+    # the pool hands to its workers.
     pool = DeadlineProcessPool(
         "plain_verify:verify_pair",
         max_workers=workers,
@@ -132,11 +133,17 @@ def grade_plain(records: list[dict], timeout: float, workers: int) -> list[dict[
 
 
 def decide(record: dict, verdict: dict, labels: dict[str, dict]) -> tuple[str | None, str]:
-    """Ground truth for one completion and where it came from (`agreement` or `label`); `None` if still unlabelled."""
+    """Ground truth for one completion and where it came from (`label` or `agreement`); `None` if still unlabelled.
+
+    A hand label wins wherever there is one: every disagreement has one, and so has an agreed item that reading
+    showed both graders to get wrong.
+    """
+    label = labels.get(record["id"])
+    if label:
+        return label["label"], "label"
     if verdict["ours"] == verdict["plain"]:
         return ("right" if verdict["ours"] else "wrong"), "agreement"
-    label = labels.get(record["id"])
-    return (label["label"], "label") if label else (None, "unlabelled")
+    return None, "unlabelled"
 
 
 def rate(count: int, total: int) -> str:
@@ -146,10 +153,21 @@ def rate(count: int, total: int) -> str:
 def table(rows: list[dict], command: str, settings: dict) -> str:
     """The markdown table: per grader, right answers refused and wrong or unfinished answers paid."""
     lines = [
+        "### On real completions",
+        "",
+        "Real completions on MATH-500, written by models and committed by two public repositories "
+        "(`experiments/grader_audit/SOURCES.md`: gemma2:2b, gemma2:9b and qwen2.5-math-7b from labrem/neus2026-labre, "
+        "greedy and best-of-n; Qwen2.5-Math-1.5B and -7B runs from XinghanLi66/rl-sft), graded by this reward and by "
+        "plain math-verify (`parse` of the gold and of the whole completion, `verify`, default settings). *Right* is a "
+        "right answer in its anchored place (the last box, or after a final-answer phrase); *wrong or unfinished* is "
+        "everything else: a wrong, hedged, unevaluated or unfinished answer, and a right value stated only in prose "
+        "(which this reward does not pay by design; its own column).",
+        "",
         f"Corpus: {len(rows)} completions, {len({r['problem_id'] for r in rows})} MATH-500 problems, "
-        f"{len({r['model'] for r in rows})} model runs. Ground truth: the graders' common verdict where they agree "
-        f"({sum(r['truth_from'] == 'agreement' for r in rows)}), a hand label where they disagree "
-        f"({sum(r['truth_from'] == 'label' for r in rows)}).",
+        f"{len({r['model'] for r in rows})} model runs. Ground truth: a hand label on every disagreement "
+        f"({sum(r['truth_from'] == 'label' and r['ours'] != r['plain'] for r in rows)}) and on agreed items that "
+        f"reading showed both graders wrong on ({sum(r['truth_from'] == 'label' and r['ours'] == r['plain'] for r in rows)}); "
+        f"elsewhere the graders' common verdict ({sum(r['truth_from'] == 'agreement' for r in rows)}).",
         "",
         "| grader | right answers refused | wrong or unfinished answers paid | of which: a right value stated only "
         "in prose, paid |",
@@ -190,18 +208,21 @@ def table(rows: list[dict], command: str, settings: dict) -> str:
         lines += ["", "Our grader's reasons for the right answers it refuses:", ""]
         lines += [f"- `{reason}`: {count}" for reason, count in reasons.most_common()]
     timeouts = Counter(r["plain_error"] for r in rows if r["plain_error"])
-    agreed = [r for r in rows if r["truth_from"] == "agreement" and r["source_verdict"] is not None]
-    doubted = sum(r["source_verdict"] != (r["truth"] == "right") for r in agreed)
+    agreed = [r for r in rows if r["ours"] == r["plain"] and r["source_verdict"] is not None]
+    doubted = [r for r in agreed if r["source_verdict"] != r["ours"]]
+    unread = sum(r["truth_from"] == "agreement" for r in rows) - sum(r["truth_from"] == "agreement" for r in doubted)
     lines += [
         "",
-        f"Not read by hand: the {sum(r['truth_from'] == 'agreement' for r in rows)} items where both graders agree. "
-        f"The sources' own graders (the report's checker, the Qwen2.5-Math harness) give a different verdict on "
-        f"{doubted} of the {len(agreed)} agreed items that carry one.",
+        f"Agreed items: the sources' own graders (the report's checker, the Qwen2.5-Math harness) differ from the two "
+        f"graders on {len(doubted)} of the {len(agreed)} agreed items that carry their verdict. Those were read (the ones "
+        f"both graders refuse in full, the ones both pay by gold and answer read) and the agreed items found graded wrongly "
+        f"carry a hand label; the other {unread} agreed items "
+        f"were not read.",
     ]
     lines += [
         "",
         f"Items our grader was asked again (a timeout or a reward/grade_answers mismatch in the first pass, on a "
-        f"shared 2-core machine): {sum(r['ours_regraded'] > 0 for r in rows)}; still timed out after the retries: "
+        f"shared 2-core machine): {sum(r['ours_retried'] > 0 for r in rows)}; still timed out after the retries: "
         f"{sum(r['ours_reason'] == TIMED_OUT for r in rows)}.",
         f"math-verify items that timed out or crashed (counted as not paid): {dict(timeouts) or 0}.",
         f"Grader settings: {json.dumps(settings, sort_keys=True)}.",
@@ -248,7 +269,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out-dir", type=Path, default=Path("/work/corpus"), help="Where the outputs are written.")
     parser.add_argument("--timeout", type=float, default=30.0, help="Hard limit in seconds per math-verify item.")
     parser.add_argument("--workers", type=int, default=2, help="math-verify worker processes.")
-    parser.add_argument("--retries", type=int, default=3, help="Regrades of an item our grader timed out on.")
+    parser.add_argument("--retries", type=int, default=3, help="Retries of an item our grader timed out on.")
     parser.add_argument("--limit", type=int, default=None, help="Grade only the first N completions (a smoke run).")
     parser.add_argument(
         "--unlabelled-only", action="store_true", help="Write the disagreements and stop (for labelling)."
