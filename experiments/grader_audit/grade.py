@@ -19,6 +19,7 @@ the run and is listed, so the table is never made from a partial reading.
     python experiments/grader_audit/grade.py                                  # corpus and outputs under /work/corpus
     python experiments/grader_audit/grade.py --corpus FILE --out-dir DIR --labels FILE
     python experiments/grader_audit/grade.py --unlabelled-only               # list the disagreements still to read
+    PYTHONPATH=/other/checkout python experiments/grader_audit/grade.py      # grade with another checkout's grader
 
 Outputs in `--out-dir`: `verdicts.jsonl` (one line per completion: both verdicts, our reason, what each grader read,
 the ground truth and where it came from), `disagreements.jsonl` (the items to label), `table.md` (counts and
@@ -37,6 +38,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
+import codapo_trl
 from codapo_trl.rewards import TIMED_OUT, grade_answers, grader_settings, math_accuracy_reward
 from codapo_trl.rewards.deadline_pool import DeadlineProcessPool
 
@@ -319,9 +321,15 @@ def main(argv: list[str] | None = None) -> None:
         return
 
     write_jsonl(args.out_dir / "verdicts.jsonl", rows)
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=Path.cwd())
+    package = Path(codapo_trl.__file__).resolve().parent.parent
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=package)
+    dirty = subprocess.run(["git", "status", "--porcelain", "codapo_trl"], capture_output=True, text=True, cwd=package)
     command = "python experiments/grader_audit/grade.py " + " ".join(argv if argv is not None else sys.argv[1:])
-    settings = {**grader_settings(), "codapo_trl_commit": commit.stdout.strip() or "unknown"}
+    settings = {
+        **grader_settings(),
+        "codapo_trl": str(package),
+        "codapo_trl_commit": (commit.stdout.strip() or "unknown") + (" + uncommitted changes" if dirty.stdout else ""),
+    }
     (args.out_dir / "table.md").write_text(table(rows, command.strip(), settings), encoding="utf-8")
     (args.out_dir / "refusals.md").write_text(refusals(rows, by_id), encoding="utf-8")
     logger.info("%s", (args.out_dir / "table.md").read_text(encoding="utf-8"))
