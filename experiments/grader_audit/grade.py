@@ -166,10 +166,11 @@ def table(rows: list[dict], command: str, settings: dict) -> str:
         "(which this reward does not pay by design; its own column).",
         "",
         f"Corpus: {len(rows)} completions, {len({r['problem_id'] for r in rows})} MATH-500 problems, "
-        f"{len({r['model'] for r in rows})} model runs. Ground truth: a hand label on every disagreement "
-        f"({sum(r['truth_from'] == 'label' and r['ours'] != r['plain'] for r in rows)}) and on agreed items that "
-        f"reading showed both graders wrong on ({sum(r['truth_from'] == 'label' and r['ours'] == r['plain'] for r in rows)}); "
-        f"elsewhere the graders' common verdict ({sum(r['truth_from'] == 'agreement' for r in rows)}).",
+        f"{len({r['model'] for r in rows})} model runs. Ground truth: a hand label wherever there is one "
+        f"({sum(r['truth_from'] == 'label' for r in rows)}: all "
+        f"{sum(r['ours'] != r['plain'] for r in rows)} disagreements of this run, and items read in other runs or "
+        f"among the agreed items below); elsewhere the graders' common verdict "
+        f"({sum(r['truth_from'] == 'agreement' for r in rows)}).",
         "",
         "| grader | right answers refused | wrong or unfinished answers paid | of which: a right value stated only "
         "in prose, paid |",
