@@ -1,0 +1,135 @@
+"""The grader audit's scripts (`experiments/grader_audit/`): reading a source report, ground truth, the table.
+
+The scripts live outside the package and are loaded from their files. The real corpus is kept outside the repository,
+so these tests build small inputs of their own.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+
+AUDIT = Path(__file__).resolve().parents[2] / "experiments" / "grader_audit"
+
+
+def _load(name: str):
+    spec = importlib.util.spec_from_file_location(f"grader_audit_{name}", AUDIT / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def convert():
+    return _load("convert")
+
+
+@pytest.fixture(scope="module")
+def grade():
+    return _load("grade")
+
+
+def _problems(n: int = 500) -> list[dict]:
+    return [
+        {
+            "problem": f"What is {i} + {i}?",
+            "answer": str(2 * i),
+            "solution": f"$\\boxed{{{2 * i}}}$",
+            "unique_id": f"t/{i}",
+        }
+        for i in range(n)
+    ]
+
+
+def _report(problems: list[dict], response: str) -> str:
+    items = []
+    for i, problem in enumerate(problems):
+        items.append(
+            f"## Problem math_{i:05d}\n  Level: 1\n  Type: algebra\n  Problem Statement: {problem['problem']}\n"
+            f"  Ground Truth: {problem['answer']}\n\n## Response math_{i:05d}\n  Attempt: 1\n  Answer: x\n"
+            f"  Is Correct: {'True' if i % 2 else 'False'}\n\n--- System Prompt ---\n(empty)\n--- End System Prompt ---\n\n"
+            f"--- LLM Response ---\n{response.format(answer=problem['answer'])}\n--- End LLM Response ---\n\n"
+            "--------------------------------------------------------\n"
+        )
+    return "# Report\n\n# Detailed Results\n\n" + "\n".join(items)
+
+
+def test_a_report_gives_one_record_per_problem_with_its_whole_response(convert):
+    problems = _problems()
+    response = "Line one.\n\n## Not a heading of the report\n\nSo the answer is $\\boxed{{{answer}}}$."
+    run = convert.Run("labrem/x", "results/x.md", "model x")
+    records = convert.convert_labrem(run, _report(problems, response), problems)
+    assert len(records) == 500
+    assert records[7]["id"] == "labrem/x/t/7"
+    assert records[7]["completion"] == response.format(answer="14")
+    assert records[7]["gold"] == "14" and records[7]["source_verdict"] is True
+    assert records[8]["source_verdict"] is False
+
+
+def test_a_report_that_is_not_math500_is_refused(convert):
+    problems = _problems()
+    run = convert.Run("labrem/x", "results/x.md", "model x")
+    with pytest.raises(ValueError, match="expected 500"):
+        convert.convert_labrem(run, _report(problems[:499], "{answer}"), problems)
+    shifted = problems[1:] + problems[:1]
+    with pytest.raises(ValueError, match="is not MATH-500 problem"):
+        convert.convert_labrem(run, _report(shifted, "{answer}"), problems)
+
+
+def test_a_hand_label_wins_and_a_disagreement_needs_one(grade):
+    labels = {"a": {"id": "a", "label": "unanchored", "reason": "prose"}}
+    assert grade.decide({"id": "a"}, {"ours": True, "plain": True}, labels) == ("unanchored", "label")
+    assert grade.decide({"id": "b"}, {"ours": True, "plain": True}, labels) == ("right", "agreement")
+    assert grade.decide({"id": "b"}, {"ours": False, "plain": False}, labels) == ("wrong", "agreement")
+    assert grade.decide({"id": "b"}, {"ours": True, "plain": False}, labels) == (None, "unlabelled")
+
+
+def test_labels_are_checked(grade, tmp_path):
+    path = tmp_path / "labels.jsonl"
+    path.write_text(json.dumps({"id": "a", "label": "maybe", "reason": "?"}) + "\n")
+    with pytest.raises(ValueError, match="a label needs"):
+        grade.read_labels(path)
+    row = {"id": "a", "label": "right", "reason": "boxed"}
+    path.write_text(json.dumps(row) + "\n" + json.dumps(row) + "\n")
+    with pytest.raises(ValueError, match="labelled twice"):
+        grade.read_labels(path)
+
+
+def test_the_table_counts_refused_right_and_paid_wrong_per_grader(grade):
+    def row(truth, ours, plain, reason=None):
+        return {
+            "id": f"{truth}{ours}{plain}{reason}",
+            "model": "m",
+            "problem_id": "p",
+            "truth": truth,
+            "truth_from": "label",
+            "ours": ours,
+            "plain": plain,
+            "ours_reason": reason,
+            "plain_error": None,
+            "ours_retried": 0,
+            "source_verdict": None,
+        }
+
+    rows = [
+        row("right", True, True),
+        row("right", False, True, "states several values"),
+        row("wrong", False, True),
+        row("unanchored", False, True),
+    ]
+    text = grade.table(rows, "python grade.py", {})
+    assert "| codapo_trl `math_accuracy_reward` | 1 / 2 (50.0 %) | 0 / 2 (0.0 %) | 0 / 1 (0.0 %) |" in text
+    assert "| plain math-verify | 0 / 2 (0.0 %) | 2 / 2 (100.0 %) | 1 / 1 (100.0 %) |" in text
+    assert "- `states several values`: 1" in text
+
+
+def test_plain_math_verify_reads_the_whole_completion():
+    plain = _load("plain_verify")
+    assert plain.verify_pair(("\\frac12", "so the answer is $\\boxed{0.5}$"))[0] is True
+    assert plain.verify_pair(("2", "The answer is 3."))[0] is False
