@@ -8,11 +8,10 @@ training reward pays) and the group statistics the calibration reports.
 from __future__ import annotations
 
 import doctest
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
+from helpers_scripts import load_script
 
 from codapo_trl.data import arithmetic_pool_sizes, load_math_dataset
 from codapo_trl.evaluation.evaluate import QuestionRecord, SampleRecord
@@ -23,11 +22,7 @@ EXPERIMENT = Path(__file__).resolve().parents[2] / "experiments" / "codapo_vs_gr
 
 
 def _load(name: str):
-    spec = importlib.util.spec_from_file_location(f"codapo_vs_grpo_{name}", EXPERIMENT / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script(EXPERIMENT / f"{name}.py", f"codapo_vs_grpo_{name}")
 
 
 @pytest.fixture(scope="module")

@@ -6,12 +6,12 @@ Nothing is trained here (the main job's `save_at_steps` and question logs have t
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from helpers_scripts import load_script
 
 
 EXPERIMENT = Path(__file__).resolve().parents[2] / "experiments" / "codapo_vs_grpo"
@@ -20,11 +20,7 @@ EXPERIMENT = Path(__file__).resolve().parents[2] / "experiments" / "codapo_vs_gr
 @pytest.fixture(scope="module")
 def run():
     pytest.importorskip("trl")
-    spec = importlib.util.spec_from_file_location("codapo_vs_grpo_run", EXPERIMENT / "run.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script(EXPERIMENT / "run.py", "codapo_vs_grpo_run")
 
 
 @pytest.fixture(scope="module")

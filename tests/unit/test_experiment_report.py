@@ -8,13 +8,13 @@ from __future__ import annotations
 import copy
 import doctest
 import gzip
-import importlib.util
 import json
 import shutil
 import sys
 from pathlib import Path
 
 import pytest
+from helpers_scripts import load_script
 
 
 EXPERIMENT = Path(__file__).resolve().parents[2] / "experiments" / "codapo_vs_grpo"
@@ -22,11 +22,7 @@ WARM = EXPERIMENT / "results" / "runs" / "warm_start"
 
 
 def _load(name: str, as_name: str):
-    spec = importlib.util.spec_from_file_location(as_name, EXPERIMENT / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[as_name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script(EXPERIMENT / f"{name}.py", as_name)
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,6 @@ states with the real rows' keys), against hand-computed values."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
 import statistics
@@ -13,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers_scripts import load_script
 
 
 pytest.importorskip("scipy")
@@ -23,11 +23,7 @@ ROUND_1 = ROUND_2.parent / "codapo_vs_grpo"
 
 
 def _exec(name: str, path: Path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script(path, name)
 
 
 @pytest.fixture

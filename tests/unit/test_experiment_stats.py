@@ -9,13 +9,12 @@ unpaired differences, a normal instead of a t quantile) fails.
 from __future__ import annotations
 
 import doctest
-import importlib.util
 import math
 import statistics
-import sys
 from pathlib import Path
 
 import pytest
+from helpers_scripts import load_script
 
 
 pytest.importorskip("scipy")
@@ -23,15 +22,7 @@ pytest.importorskip("scipy")
 PATH = Path(__file__).resolve().parents[2] / "experiments" / "codapo_vs_grpo" / "stats.py"
 
 
-def _load():
-    spec = importlib.util.spec_from_file_location("codapo_vs_grpo_stats", PATH)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
-
-stats = _load()
+stats = load_script(PATH, "codapo_vs_grpo_stats")
 
 
 def test_docstring_examples_hold():

@@ -9,20 +9,13 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from helpers_scripts import load_script
 
 
 PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "gpu_pack.py"
 
 
-def load():
-    spec = importlib.util.spec_from_file_location("gpu_pack", PATH)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclass looks its module up there
-    spec.loader.exec_module(module)
-    return module
-
-
-gpu_pack = load()
+gpu_pack = load_script(PATH, "gpu_pack")
 KIB = 1024
 
 

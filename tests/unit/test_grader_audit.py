@@ -6,23 +6,18 @@ so these tests build small inputs of their own.
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
+from helpers_scripts import load_script
 
 
 AUDIT = Path(__file__).resolve().parents[2] / "experiments" / "grader_audit"
 
 
 def _load(name: str):
-    spec = importlib.util.spec_from_file_location(f"grader_audit_{name}", AUDIT / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script(AUDIT / f"{name}.py", f"grader_audit_{name}")
 
 
 @pytest.fixture(scope="module")
