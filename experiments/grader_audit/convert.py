@@ -11,10 +11,10 @@ none by us); `SOURCES.md` next to this script names them, their commits and lice
 - `XinghanLi66/rl-sft`: jsonl files of the Qwen2.5-Math evaluation harness (`question`, `answer`, `code` = the
   completions, `score`), four runs of Qwen2.5-Math-1.5B and -7B (greedy, at most 3072 new tokens).
 
-The raw files are kept outside the repository (default `/work/corpus/raw/<owner+repo>/<path>`); nothing from them
+The raw files are kept outside the repository (default `outputs/grader_audit/raw/<owner+repo>/<path>`); nothing from them
 is committed here.
 
-    python experiments/grader_audit/convert.py                      # /work/corpus/raw -> /work/corpus/normalised.jsonl
+    python experiments/grader_audit/convert.py                      # outputs/grader_audit/raw -> outputs/grader_audit/normalised.jsonl
     python experiments/grader_audit/convert.py --raw DIR --out FILE
 
 Each output line has:
@@ -203,9 +203,9 @@ def convert(raw: Path) -> list[dict]:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--raw", type=Path, default=Path("/work/corpus/raw"), help="Folder holding the raw sources.")
+    parser.add_argument("--raw", type=Path, default=Path("outputs/grader_audit/raw"), help="Folder holding the raw sources.")
     parser.add_argument(
-        "--out", type=Path, default=Path("/work/corpus/normalised.jsonl"), help="Normalised jsonl to write."
+        "--out", type=Path, default=Path("outputs/grader_audit/normalised.jsonl"), help="Normalised jsonl to write."
     )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")

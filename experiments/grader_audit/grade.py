@@ -16,7 +16,7 @@ one, and a one-line `reason`), written by reading every disagreement. The table 
 unfinished answers (the reward pays an anchored answer only, by design) and also shows it on its own. A disagreement without a label stops
 the run and is listed, so the table is never made from a partial reading.
 
-    python experiments/grader_audit/grade.py                                  # corpus and outputs under /work/corpus
+    python experiments/grader_audit/grade.py                                  # corpus and outputs under outputs/grader_audit (git-ignored)
     python experiments/grader_audit/grade.py --corpus FILE --out-dir DIR --labels FILE
     python experiments/grader_audit/grade.py --unlabelled-only               # list the disagreements still to read
     PYTHONPATH=/other/checkout python experiments/grader_audit/grade.py      # grade with another checkout's grader
@@ -266,10 +266,10 @@ def refusals(rows: list[dict], records: dict[str, dict]) -> str:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--corpus", type=Path, default=Path("/work/corpus/normalised.jsonl"), help="convert.py's output."
+        "--corpus", type=Path, default=Path("outputs/grader_audit/normalised.jsonl"), help="convert.py's output."
     )
     parser.add_argument("--labels", type=Path, default=HERE / "labels.jsonl", help="Hand labels of the disagreements.")
-    parser.add_argument("--out-dir", type=Path, default=Path("/work/corpus"), help="Where the outputs are written.")
+    parser.add_argument("--out-dir", type=Path, default=Path("outputs/grader_audit"), help="Where the outputs are written.")
     parser.add_argument("--timeout", type=float, default=30.0, help="Hard limit in seconds per math-verify item.")
     parser.add_argument("--workers", type=int, default=2, help="math-verify worker processes.")
     parser.add_argument("--retries", type=int, default=3, help="Retries of an item our grader timed out on.")

@@ -7,8 +7,8 @@ lists each of them with its gold, what the grader read and why, so that every di
 read. An item whose grading misses its deadline (a loaded machine) is graded again, up to `--retries` times, as
 `grade.py` does. The corpus itself (`normalised.jsonl`, public MATH-500 outputs) is kept outside the repository.
 
-    PYTHONPATH=. python experiments/grader_audit/regrade.py --corpus /work/corpus/normalised.jsonl \
-        --verdicts /work/corpus/verdicts.jsonl
+    PYTHONPATH=. python experiments/grader_audit/regrade.py --corpus outputs/grader_audit/normalised.jsonl \
+        --verdicts outputs/grader_audit/verdicts.jsonl
 """
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ logger = logging.getLogger("regrade")
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--corpus", type=Path, default=Path("/work/corpus/normalised.jsonl"), help="Completions.")
+    parser.add_argument("--corpus", type=Path, default=Path("outputs/grader_audit/normalised.jsonl"), help="Completions.")
     parser.add_argument(
-        "--verdicts", type=Path, default=Path("/work/corpus/verdicts.jsonl"), help="grade.py's output."
+        "--verdicts", type=Path, default=Path("outputs/grader_audit/verdicts.jsonl"), help="grade.py's output."
     )
     parser.add_argument("--workers", type=int, default=2, help="Grader worker processes.")
     parser.add_argument("--retries", type=int, default=3, help="Times an item that timed out is graded again.")
