@@ -203,7 +203,9 @@ def convert(raw: Path) -> list[dict]:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--raw", type=Path, default=Path("outputs/grader_audit/raw"), help="Folder holding the raw sources.")
+    parser.add_argument(
+        "--raw", type=Path, default=Path("outputs/grader_audit/raw"), help="Folder holding the raw sources."
+    )
     parser.add_argument(
         "--out", type=Path, default=Path("outputs/grader_audit/normalised.jsonl"), help="Normalised jsonl to write."
     )

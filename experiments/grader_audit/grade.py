@@ -269,7 +269,9 @@ def main(argv: list[str] | None = None) -> None:
         "--corpus", type=Path, default=Path("outputs/grader_audit/normalised.jsonl"), help="convert.py's output."
     )
     parser.add_argument("--labels", type=Path, default=HERE / "labels.jsonl", help="Hand labels of the disagreements.")
-    parser.add_argument("--out-dir", type=Path, default=Path("outputs/grader_audit"), help="Where the outputs are written.")
+    parser.add_argument(
+        "--out-dir", type=Path, default=Path("outputs/grader_audit"), help="Where the outputs are written."
+    )
     parser.add_argument("--timeout", type=float, default=30.0, help="Hard limit in seconds per math-verify item.")
     parser.add_argument("--workers", type=int, default=2, help="math-verify worker processes.")
     parser.add_argument("--retries", type=int, default=3, help="Retries of an item our grader timed out on.")

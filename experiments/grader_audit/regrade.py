@@ -27,7 +27,9 @@ logger = logging.getLogger("regrade")
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--corpus", type=Path, default=Path("outputs/grader_audit/normalised.jsonl"), help="Completions.")
+    parser.add_argument(
+        "--corpus", type=Path, default=Path("outputs/grader_audit/normalised.jsonl"), help="Completions."
+    )
     parser.add_argument(
         "--verdicts", type=Path, default=Path("outputs/grader_audit/verdicts.jsonl"), help="grade.py's output."
     )
