@@ -309,13 +309,20 @@ def test_held_out_questions_option(run):
     assert {int(item.level) for item in sampled.items} == {7} and len(sampled.items) == 30
 
 
-def test_warm_start_only_reads_out_the_warm_start_and_trains_nothing(run, tmp_path, monkeypatch):
+def round_2_recipe_on_a_stub_model(tmp_path):
+    """Round 2's recipe written to `tmp_path/recipe.yaml`, pointing at a stub model folder (a `config.json` only);
+    returns that folder."""
     model = tmp_path / "warm"
     model.mkdir()
     (model / "config.json").write_text("{}")
     recipe = yaml.safe_load((ROUND_2 / "recipe.yaml").read_text())
     recipe["model_name_or_path"] = str(model)
     (tmp_path / "recipe.yaml").write_text(yaml.safe_dump(recipe))
+    return model
+
+
+def test_warm_start_only_reads_out_the_warm_start_and_trains_nothing(run, tmp_path, monkeypatch):
+    model = round_2_recipe_on_a_stub_model(tmp_path)
     read = []
     # main() pins the campaign's grader for the whole process (and its logging): kept out of the test session
     monkeypatch.setattr(run, "pin_grader", lambda: read.append("pinned"))
@@ -437,12 +444,7 @@ def test_the_warm_start_pin(run, tmp_path, monkeypatch):
 
 
 def test_pass8_and_hard_only_read_outs_need_the_hard_level(run, tmp_path, monkeypatch):
-    model = tmp_path / "warm"
-    model.mkdir()
-    (model / "config.json").write_text("{}")
-    recipe = yaml.safe_load((ROUND_2 / "recipe.yaml").read_text())
-    recipe["model_name_or_path"] = str(model)
-    (tmp_path / "recipe.yaml").write_text(yaml.safe_dump(recipe))
+    round_2_recipe_on_a_stub_model(tmp_path)
     monkeypatch.setattr(run, "pin_grader", lambda: None)
     monkeypatch.setattr(run, "configure_logging", lambda: None)
     monkeypatch.setattr(run, "evaluate", lambda *args: pytest.fail("nothing is read out"))
