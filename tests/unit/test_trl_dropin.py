@@ -276,21 +276,59 @@ def test_a_run_removes_the_previous_report_and_records_the_exit_status(allowed_c
     assert main.report_problem(report) == "report-on.xml is missing"
 
 
-def test_adaptations_apply_to_the_copy_and_refuse_a_changed_test(dropin, tmp_path):
+def test_adaptations_apply_to_the_copy_within_their_test_and_refuse_a_changed_test(dropin, tmp_path):
     main = importlib.import_module("trl_dropin.__main__")
     trl_tests = tmp_path / "trl"
     trl_tests.mkdir()
     for name in main.TEST_FILES:
         (trl_tests / name).write_text("")
-    (test_name, line, replacement, _), *_ = main.ADAPTATIONS["test_grpo_trainer.py"]
-    original = f"def {test_name}(self):\n    x = 1\n{line}"
+    changes = main.ADAPTATIONS["test_grpo_trainer.py"]
+    bodies = {}
+    for test, line, _, _ in changes:
+        bodies.setdefault(test, []).append(line)
+    # each adapted test in a class, and another test with the same lines, which must stay as they are
+    original = "class TestGRPOTrainer:\n" + "".join(
+        f"    def {test}(self):\n        x = 1\n{''.join(lines)}\n    @mark\n    def other_{test}(self):\n{''.join(lines)}"
+        for test, lines in bodies.items()
+    )
     (trl_tests / "test_grpo_trainer.py").write_text(original)
-    copied = main.copy_tests(trl_tests, tmp_path / "work") / "test_grpo_trainer.py"
-    assert line not in copied.read_text() and replacement in copied.read_text()
+    copied = (main.copy_tests(trl_tests, tmp_path / "work") / "test_grpo_trainer.py").read_text()
+    for test, line, replacement, _ in changes:
+        body, other = copied.split(f"def {test}(self):")[1].split(f"def other_{test}(self):")
+        assert replacement in body and line in other.split("    def ")[0]
     assert (trl_tests / "test_grpo_trainer.py").read_text() == original  # TRL's checkout is never touched
-    (trl_tests / "test_grpo_trainer.py").write_text(f"def {test_name}(self):\n    assert something_else\n")
+    test, line, _, _ = changes[0]
+    (trl_tests / "test_grpo_trainer.py").write_text(  # the line now only in another test: refused
+        original.replace(f"def {test}(self):\n        x = 1\n{line}", f"def {test}(self):\n        x = 1\n")
+    )
     with pytest.raises(RuntimeError, match="not there exactly once"):
         main.copy_tests(trl_tests, tmp_path / "work2")
+
+
+def test_stockloss_compare_fails_on_a_step_that_differs_from_stock(allowed_c, tmp_path, capsys, monkeypatch):
+    main = allowed_c
+    monkeypatch.setattr(main, "STOCK_LOSS_TESTS", ("TestGRPOTrainer::a",))
+    _junit(tmp_path / "report-stock.xml", {"a": "passed", "b": "passed", "c": "skipped"})
+    _junit(tmp_path / "report-stockloss.xml", {"a": "passed"})  # it runs its tests only: b is not a difference
+    steps = [{"test": "TestGRPOTrainer::a", "loss": 0.25, "grad_norm": 3.0, "grad_sum": -1.5}] * 2
+    for mode in ("stock", "stockloss"):
+        main.record_path(tmp_path, mode).write_text("".join(json.dumps(step) + "\n" for step in steps))
+    assert main.compare(tmp_path) == 0
+    assert "2 training steps: 0 mismatch(es)" in capsys.readouterr().out
+    steps[1] = dict(steps[1], grad_sum=-1.6)
+    main.record_path(tmp_path, "stockloss").write_text("".join(json.dumps(step) + "\n" for step in steps))
+    assert main.compare(tmp_path) == 1
+    assert "TestGRPOTrainer::a step 1: grad_sum -1.5 (stock) != -1.6" in capsys.readouterr().out
+    main.record_path(tmp_path, "stockloss").unlink()  # trained nothing: never a pass
+    assert main.compare(tmp_path) == 1
+
+
+def test_records_doctests(dropin):
+    import doctest
+
+    records = importlib.import_module("trl_dropin.records")
+    result = doctest.testmod(records)
+    assert result.attempted >= 4 and result.failed == 0
 
 
 def test_vocab_doctests(dropin):

@@ -30,21 +30,23 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .differences import explain
+from .records import STOCK_LOSS_TESTS, base_test, mismatches, read
 from .skips import ALLOWED_SKIPS, unexpected_skips
 
 
 TOOLS = Path(__file__).resolve().parents[1]
 ROOT = TOOLS.parent
 TEST_FILES = ("__init__.py", "conftest.py", "testing_utils.py", "testing_constants.py", "test_grpo_trainer.py")
-RUNS = ("stock", "off", "on")
+RUNS = ("stock", "off", "stockloss", "on")
 FINISHED = (0, 1)
 """pytest's exit statuses of a run that finished: all passed, or some failed (2: interrupted, 3: internal error,
 4: usage error, 5: no test collected)."""
 
 
-# Assertions of the copied tests that check an older TRL's implementation rather than behaviour, adapted in the copy
-# (never in TRL's checkout; docs/dropin.md lists each): `{file: [(test, exact line, replacement, why)]}`. A line that
-# is no longer there fails the copy, so a new TRL release's tests are read again rather than adapted blindly.
+# Assertions of the copied tests that check an older TRL's (or PEFT's) implementation rather than behaviour, adapted in
+# the copy (never in TRL's checkout; docs/dropin.md lists each): `{file: [(test, exact line, replacement, why)]}`. The
+# line must occur exactly once in that test's body; a line that is no longer there fails the copy, so a new TRL
+# release's tests are read again rather than adapted blindly.
 ADAPTATIONS = {
     "test_grpo_trainer.py": [
         (
@@ -55,9 +57,43 @@ ADAPTATIONS = {
             "TRL 1.16's fused log-prob kernel returns the entropy attached to the graph and saves the backward work "
             "with `ctx.set_materialize_grads(False)`, so 'detached when the bonus is off' no longer holds for stock "
             "TRL; the test's other assertion (the bonus carries gradient when on) is kept",
-        )
+        ),
+        (
+            "test_train_moe_peft_model",
+            '        assert "ref" not in trainer.model.peft_config\n',
+            "        # adapted (codapo-trl make dropin): with PEFT >= 0.20 (peft#3350) TRL 1.16 adds a frozen 'ref' copy\n"
+            "        # of the adapter beside a `target_parameters` LoRA, and the reference log probs come from it\n"
+            '        assert "ref" in trainer.model.peft_config\n'
+            "        for n, param in trainer.model.named_parameters():\n"
+            '            if ".ref." in n:\n'
+            '                assert not param.requires_grad, f"{n} of the ref adapter is trainable"\n'
+            '                torch.testing.assert_close(param, trainer.model.get_parameter(n.replace(".ref.", ".default.")))\n',
+            "the test was written for PEFT 0.17-0.19 (peft#3340: one adapter only with `target_parameters`, so no "
+            "'ref' adapter and reference log probs with adapters disabled); with PEFT 0.21 installed, TRL 1.16 adds "
+            "the 'ref' adapter, so the copy asserts that path instead: a frozen 'ref' adapter equal to the trained one "
+            "at the start",
+        ),
+        (
+            "test_train_moe_peft_model",
+            '            elif "base_layer" not in n:  # We expect the peft params to be different (except for the base layer)\n',
+            "            elif \".ref.\" in n:  # adapted (codapo-trl make dropin): the frozen 'ref' adapter never changes\n"
+            '                torch.testing.assert_close(param, new_param, msg=f"Parameter {n} has changed.")\n'
+            '            elif "base_layer" not in n:  # We expect the peft params to be different (except for the base layer)\n',
+            "the 'ref' adapter's parameters are frozen, so the copy asserts that they did not change instead of "
+            "expecting every non-base parameter to change",
+        ),
     ]
 }
+
+
+def _test_body(text: str, test: str) -> tuple[int, int]:
+    """Where the body of the test function `test` lies in a test module's text: from its `def` to the next
+    definition or decorator at the same indentation (or the end)."""
+    start = text.find(f"    def {test}(")
+    if start < 0:
+        raise RuntimeError(f"{test} is not in the copied tests; read them again and update trl_dropin ADAPTATIONS")
+    ends = [i for i in (text.find(f"\n{p}", start + 1) for p in ("    def ", "    @", "class ")) if i >= 0]
+    return start, min(ends, default=len(text))
 
 
 def copy_tests(trl_tests: Path, work: Path) -> Path:
@@ -73,12 +109,14 @@ def copy_tests(trl_tests: Path, work: Path) -> Path:
     for name, changes in ADAPTATIONS.items():
         text = (tests / name).read_text()
         for test, line, replacement, _ in changes:
-            if text.count(line) != 1:
+            start, end = _test_body(text, test)
+            body = text[start:end]
+            if body.count(line) != 1:
                 raise RuntimeError(
-                    f"{name}: the line adapted for {test} ({line.strip()!r}) is not there exactly once; read the "
+                    f"{name}: the line adapted in {test} ({line.strip()!r}) is not there exactly once; read the "
                     "test again and update trl_dropin.__main__.ADAPTATIONS"
                 )
-            text = text.replace(line, replacement)
+            text = text[:start] + body.replace(line, replacement) + text[end:]
         (tests / name).write_text(text)
     return tests
 
@@ -102,23 +140,31 @@ def status_path(report: Path) -> Path:
     return report.with_suffix(".status.json")
 
 
-def run(work: Path, mode: str, pytest_args: list[str], timeout: int) -> tuple[Path, float]:
-    """Run the copied tests under `mode` (stock, off or on); return the junit report and the wall time.
+def record_path(work: Path, mode: str) -> Path:
+    """The per-step records (`records.py`) of the run `mode` in `work`."""
+    return work / f"record-{mode}.jsonl"
 
-    The previous report and its status are removed first, and pytest's exit status is recorded beside the new report
-    ([`status_path`]), so that a killed or failed run never leaves an earlier run's report to be compared.
+
+def run(work: Path, mode: str, pytest_args: list[str], timeout: int) -> tuple[Path, float]:
+    """Run the copied tests under `mode` (stock, off, stockloss or on); return the junit report and the wall time.
+
+    The stockloss run trains only [`records.STOCK_LOSS_TESTS`]. The previous report, its status and its per-step
+    records are removed first, and pytest's exit status is recorded beside the new report ([`status_path`]), so that
+    a killed or failed run never leaves an earlier run's report to be compared.
     """
     report = work / f"report-{mode}.xml"
-    for stale in (report, status_path(report)):
+    for stale in (report, status_path(report), record_path(work, mode)):
         stale.unlink(missing_ok=True)
-    command = [sys.executable, "-m", "pytest", "tests/test_grpo_trainer.py", "-v", "-p", "no:cacheprovider"]
+    module = "tests/test_grpo_trainer.py"
+    selection = [f"{module}::{test}" for test in STOCK_LOSS_TESTS] if mode == "stockloss" else [module]
+    command = [sys.executable, "-m", "pytest", *selection, "-v", "-p", "no:cacheprovider"]
     command += ["-p", "trl_dropin.plugin", "-o", "addopts=", f"--timeout={timeout}", f"--junitxml={report}", "-rfE"]
     start = time.perf_counter()
     with open(work / f"log-{mode}.txt", "w") as log:  # one line per test as it ends (-v): progress, partial results
         completed = subprocess.run(
             command + pytest_args,
             cwd=work,
-            env=_environment(work, TRL_DROPIN_TRAINER=mode),
+            env=_environment(work, TRL_DROPIN_TRAINER=mode, TRL_DROPIN_RECORD=str(record_path(work, mode))),
             check=False,
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -227,13 +273,14 @@ def compare(work: Path, overlays: Sequence[Path] = ()) -> int:
         for line in unexpected_skips(skipped, ALLOWED_SKIPS):
             print(f"  NOT AN ALLOWED SKIP: {line}")
             status = 1
-        for mode in ("off", "on"):
+        for mode in ("off", "stockloss", "on"):
             if mode not in results:
                 continue
             other = results[mode]
-            diff = sorted(
-                n for n in stock.keys() | other.keys() if stock.get(n, ("absent",))[0] != other.get(n, ("absent",))[0]
-            )
+            names = stock.keys() | other.keys()
+            if mode == "stockloss":  # it runs these tests only
+                names = {n for n in names if base_test(n) in STOCK_LOSS_TESTS}
+            diff = sorted(n for n in names if stock.get(n, ("absent",))[0] != other.get(n, ("absent",))[0])
             print(f"{mode} differs from stock on {len(diff)} test(s)")
             for name in diff:
                 line = (
@@ -248,6 +295,17 @@ def compare(work: Path, overlays: Sequence[Path] = ()) -> int:
                     line += f": {other.get(name, ('', ''))[1][:200]}"
                     status = 1
                 print(line)
+        if "stockloss" in results:
+            problems = mismatches(
+                read(record_path(work, "stock")), read(record_path(work, "stockloss")), STOCK_LOSS_TESTS
+            )
+            steps = sum(len(v) for k, v in read(record_path(work, "stockloss")).items())
+            print(
+                f"stockloss: per-step losses and gradients against stock, {steps} training steps: {len(problems)} mismatch(es)"
+            )
+            for problem in problems:
+                print(f"  {problem}")
+            status |= bool(problems)
     return status
 
 
@@ -255,7 +313,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--trl-tests", type=Path, help="TRL's tests/ folder (not needed with --compare)")
     parser.add_argument("--work", type=Path, required=True, help="scratch folder outside the repository")
-    parser.add_argument("--runs", default=",".join(RUNS), help="comma-separated subset of stock,off,on")
+    parser.add_argument("--runs", default=",".join(RUNS), help="comma-separated subset of stock,off,stockloss,on")
     parser.add_argument("--compare", action="store_true", help="only compare the saved reports")
     parser.add_argument(
         "--list-skips",

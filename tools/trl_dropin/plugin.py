@@ -5,13 +5,16 @@
 - Gives `trl.import_utils` the `is_*_available` helpers that the copied `testing_utils.py` imports but the installed
   TRL lacks (a test checkout newer than the installed TRL), each reporting "not available": the tests gated on them
   skip instead of the whole module failing to import.
-- With `TRL_DROPIN_TRAINER=off` or `on`, replaces `trl.GRPOTrainer` and `trl.GRPOConfig` by `CoDaPOTrainer` and a
-  `CoDaPOConfig` (weighting and sampling off, or CoDaPO's defaults), so that `from trl import GRPOTrainer` in the
-  tests gets CoDaPO's classes. `stock` (the default) leaves TRL alone. In the on run, a test that does not say which
+- With `TRL_DROPIN_TRAINER=off`, `stockloss` or `on`, replaces `trl.GRPOTrainer` and `trl.GRPOConfig` by
+  `CoDaPOTrainer` and a `CoDaPOConfig` (off: weighting and sampling off, CoDaPO's loss; stockloss: the same with
+  TRL's own default `loss_type`, so CoDaPO's trainer runs stock TRL's objective; on: CoDaPO's defaults), so that
+  `from trl import GRPOTrainer` in the tests gets CoDaPO's classes. `stock` (the default) leaves TRL alone. In the on run, a test that does not say which
   reward is correctness (none does) gets one CoDaPO can read (`on_correctness`): its first reward function, a
   rollout counting as correct when that reward is `>= ON_THRESHOLD`, and a value offset (`ON_OFFSET`), so that its
   tools, environments and vision models train through CoDaPO's values, selection and loss while its own rewards
   still drive the advantages.
+- With `TRL_DROPIN_RECORD=<file>`, appends one JSON line per `training_step` of a GRPO trainer: the test, the loss
+  and a fingerprint of the accumulated gradients (`records.py`), for the stock-loss run's step-by-step comparison.
 - With `TRL_DROPIN_SKIPS_OUT=<file>`, writes each collected test that its markers skip, with the reason, as one JSON
   `[test id, reason]` per line (`--list-skips`; run with `--collect-only`).
 """
@@ -21,15 +24,18 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 import pytest
+import torch
 import trl
 import trl.import_utils as import_utils
 from trl.trainer.base_config import _BaseConfig
+from trl.trainer.grpo_trainer import GRPOTrainer
 
 from trl_dropin.on_run import ON_OFFSET, on_correctness
+from trl_dropin.records import test_id
 from trl_dropin.skips import UNBUILT, VERSION_SKIPS, junit_id, skip_reason
 
 
@@ -57,8 +63,30 @@ if _helpers.exists():
             setattr(import_utils, _name, _unavailable)
 
 MODE = os.environ.get("TRL_DROPIN_TRAINER", "stock")
-if MODE not in ("stock", "off", "on"):
-    raise ValueError(f"TRL_DROPIN_TRAINER must be stock, off or on, not {MODE!r}")
+if MODE not in ("stock", "off", "stockloss", "on"):
+    raise ValueError(f"TRL_DROPIN_TRAINER must be stock, off, stockloss or on, not {MODE!r}")
+STOCK_LOSS_TYPE = next(f.default for f in fields(trl.GRPOConfig) if f.name == "loss_type")
+"""TRL's own default `loss_type` (read off the installed `GRPOConfig`), the stockloss run's default."""
+
+RECORD = os.environ.get("TRL_DROPIN_RECORD")
+_training_step = GRPOTrainer.training_step
+
+
+def _recorded_training_step(self, model, inputs, num_items_in_batch):
+    loss = _training_step(self, model, inputs, num_items_in_batch)
+    grads = [p.grad.detach().double() for p in model.parameters() if p.grad is not None]
+    norm = torch.sqrt(sum((g * g).sum() for g in grads)).item() if grads else 0.0
+    total = sum(g.sum() for g in grads).item() if grads else 0.0
+    test = test_id(os.environ.get("PYTEST_CURRENT_TEST", "?"))
+    self._dropin_steps = getattr(self, "_dropin_steps", -1) + 1
+    row = {"test": test, "step": self._dropin_steps, "loss": loss.item(), "grad_norm": norm, "grad_sum": total}
+    with open(RECORD, "a") as out:
+        out.write(json.dumps(row) + "\n")
+    return loss
+
+
+if RECORD:
+    GRPOTrainer.training_step = _recorded_training_step
 
 if MODE != "stock":
     from codapo_trl import CoDaPOConfig, CoDaPOTrainer
@@ -69,6 +97,14 @@ if MODE != "stock":
         class DropInConfig(CoDaPOConfig):
             codapo_weighting: bool = False
             codapo_sampling: bool = False
+
+    elif MODE == "stockloss":
+
+        @dataclass
+        class DropInConfig(CoDaPOConfig):
+            codapo_weighting: bool = False
+            codapo_sampling: bool = False
+            loss_type: str = STOCK_LOSS_TYPE
 
     else:
 
@@ -137,39 +173,10 @@ VERSION_SHIMS = {
 }
 
 
-class _ReportedVersion:
-    """A module seen through a different `__version__` (everything else is the module's own)."""
-
-    def __init__(self, module, version: str) -> None:
-        self._module, self.__version__ = module, version
-
-    def __getattr__(self, name: str):
-        return getattr(self._module, name)
-
-
-def _peft_before_ref_adapters(monkeypatch) -> None:
-    # `test_train_moe_peft_model` (TRL issue 5222) asserts that no "ref" adapter is made for a LoRA that uses
-    # `target_parameters`: the path TRL 1.16 still takes for PEFT 0.17-0.19 (peft#3340). With PEFT >= 0.20 here
-    # (peft#3350), TRL 1.16 adds the "ref" adapter instead, so the test's first assertion no longer holds. TRL's GRPO
-    # module alone is shown PEFT 0.19.0, so TRL takes the path the test was written for (reference log probs with
-    # adapters disabled), and the test checks it in full.
-    import trl.trainer.grpo_trainer as grpo
-
-    monkeypatch.setattr(grpo, "peft", _ReportedVersion(grpo.peft, "0.19.0"))
-
-
-# Tests written for a dependency's older behaviour, run against it by a scoped patch (docs/dropin.md lists them):
-# `{test name: patch(monkeypatch)}`, applied for that test only.
-VERSION_PATCHES = {"test_train_moe_peft_model": _peft_before_ref_adapters}
-
-
 @pytest.fixture(autouse=True)
-def _version_patches(request, monkeypatch):
-    """Apply, for the test at hand only, its class's `VERSION_SHIMS` and its own `VERSION_PATCHES` (undone after)."""
+def _version_shims(request, monkeypatch):
+    """Apply, for the test at hand only, its class's `VERSION_SHIMS` (undone after)."""
     cls = getattr(request.node, "cls", None)
     for method, wrap in VERSION_SHIMS.get(getattr(cls, "__name__", ""), {}).items():
         monkeypatch.setattr(cls, method, wrap(cls.__dict__[method]))
-    patch = VERSION_PATCHES.get(getattr(request.node, "originalname", ""))
-    if patch is not None:
-        patch(monkeypatch)
     yield
