@@ -73,6 +73,17 @@ ON_DIFFERENCES = (
         exception="RuntimeError",
         message=r"The correctness reward\(s\) \[[^\]]*\] returned None for every rollout of \d+ batches in a row",
     ),
+    Difference(
+        reason="S trains K distinct questions (a quarter of B's, at least 1), each repeated to fill its batch: with "
+        "the test's 2 questions S is one question 4 times, [counter x 4] (equal values, the earlier group first). "
+        "The test's fake `generate` writes a `shout` call in row 2 of every batch, assuming [counter, counter, echo, "
+        "echo], so in S that call reaches the counter environment, which has no `shout`, and 1 tool call in 4 fails "
+        "(read off the question log of a re-run: S's groups are B's first question twice)",
+        our_test="tests/integration/test_generation.py::test_environment_with_codapo",
+        tests=("TestGRPOTrainer::test_train_with_multiple_environments",),
+        exception="AssertionError",
+        message=r"assert 0\.25 == 0\.0 ± 1\.0e-12\b",
+    ),
 )
 
 
@@ -83,8 +94,12 @@ def parse_failure(message: str) -> tuple[str, str]:
     ```python
     >>> parse_failure("ValueError: codapo_sampling needs a map-style training dataset")
     ('ValueError', 'codapo_sampling needs a map-style training dataset')
+    >>> parse_failure("assert 0.25 == 0.0")  # a failed `assert` statement: pytest writes no type
+    ('AssertionError', 'assert 0.25 == 0.0')
     ```
     """
+    if (message or "").startswith("assert "):
+        return "AssertionError", message
     head, separator, text = (message or "").partition(": ")
     if not separator or not re.fullmatch(r"[\w.]+", head):
         return "", message or ""
