@@ -296,10 +296,9 @@ def compare(work: Path, overlays: Sequence[Path] = ()) -> int:
                     status = 1
                 print(line)
         if "stockloss" in results:
-            problems = mismatches(
-                read(record_path(work, "stock")), read(record_path(work, "stockloss")), STOCK_LOSS_TESTS
-            )
-            steps = sum(len(v) for k, v in read(record_path(work, "stockloss")).items())
+            stockloss = read(record_path(work, "stockloss"))
+            problems = mismatches(read(record_path(work, "stock")), stockloss, STOCK_LOSS_TESTS)
+            steps = sum(len(rows) for rows in stockloss.values())
             print(
                 f"stockloss: per-step losses and gradients against stock, {steps} training steps: {len(problems)} mismatch(es)"
             )

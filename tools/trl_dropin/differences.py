@@ -14,6 +14,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from .records import base_test
+
 
 @dataclass(frozen=True)
 class Difference:
@@ -109,7 +111,7 @@ def parse_failure(message: str) -> tuple[str, str]:
 def explain(test: str, message: str) -> Difference | None:
     """The documented difference that explains `test` (a junit id `Class::test[params]`) failing with `message`
     under CoDaPO on, or `None`: the test must be one it names, the exception its type, the text its message."""
-    base = test.split("[", 1)[0]
+    base = base_test(test)
     exception, text = parse_failure(message)
     for difference in ON_DIFFERENCES:
         keyed = base in difference.tests and exception == difference.exception

@@ -8,11 +8,11 @@
 - With `TRL_DROPIN_TRAINER=off`, `stockloss` or `on`, replaces `trl.GRPOTrainer` and `trl.GRPOConfig` by
   `CoDaPOTrainer` and a `CoDaPOConfig` (off: weighting and sampling off, CoDaPO's loss; stockloss: the same with
   TRL's own default `loss_type`, so CoDaPO's trainer runs stock TRL's objective; on: CoDaPO's defaults), so that
-  `from trl import GRPOTrainer` in the tests gets CoDaPO's classes. `stock` (the default) leaves TRL alone. In the on run, a test that does not say which
-  reward is correctness (none does) gets one CoDaPO can read (`on_correctness`): its first reward function, a
-  rollout counting as correct when that reward is `>= ON_THRESHOLD`, and a value offset (`ON_OFFSET`), so that its
-  tools, environments and vision models train through CoDaPO's values, selection and loss while its own rewards
-  still drive the advantages.
+  `from trl import GRPOTrainer` in the tests gets CoDaPO's classes. `stock` (the default) leaves TRL alone. In the
+  on run, a test that does not say which reward is correctness (none does) gets one CoDaPO can read
+  (`on_correctness`): its first reward function, a rollout counting as correct when that reward is `>= ON_THRESHOLD`,
+  and a value offset (`ON_OFFSET`), so that its tools, environments and vision models train through CoDaPO's values,
+  selection and loss while its own rewards still drive the advantages.
 - With `TRL_DROPIN_RECORD=<file>`, appends one JSON line per `training_step` of a GRPO trainer: the test, the loss
   and a fingerprint of the accumulated gradients (`records.py`), for the stock-loss run's step-by-step comparison.
 - With `TRL_DROPIN_SKIPS_OUT=<file>`, writes each collected test that its markers skip, with the reason, as one JSON
@@ -35,7 +35,6 @@ from trl.trainer.base_config import _BaseConfig
 from trl.trainer.grpo_trainer import GRPOTrainer
 
 from trl_dropin.on_run import ON_OFFSET, on_correctness
-from trl_dropin.records import test_id
 from trl_dropin.skips import UNBUILT, VERSION_SKIPS, junit_id, skip_reason
 
 
@@ -77,7 +76,8 @@ def _recorded_training_step(self, model, inputs, num_items_in_batch):
     grads = [p.grad.detach().double() for p in model.parameters() if p.grad is not None]
     norm = torch.sqrt(sum((g * g).sum() for g in grads)).item() if grads else 0.0
     total = sum(g.sum() for g in grads).item() if grads else 0.0
-    test = test_id(os.environ.get("PYTEST_CURRENT_TEST", "?"))
+    # PYTEST_CURRENT_TEST is the running test's node id and phase (`tests/x.py::Class::test[a] (call)`)
+    test = junit_id(os.environ.get("PYTEST_CURRENT_TEST", "?").rsplit(" ", 1)[0])
     self._dropin_steps = getattr(self, "_dropin_steps", -1) + 1
     row = {"test": test, "step": self._dropin_steps, "loss": loss.item(), "grad_norm": norm, "grad_sum": total}
     with open(RECORD, "a") as out:

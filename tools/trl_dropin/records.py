@@ -36,14 +36,9 @@ ATOL = 1e-7
 FIELDS = ("loss", "grad_norm", "grad_sum")
 
 
-def test_id(nodeid: str) -> str:
-    """The `Class::test[params]` part of a pytest node id (`tests/test_x.py::Class::test[a] (call)` -> `Class::test[a]`)."""
-    return nodeid.split(" ")[0].split("::", 1)[-1]
-
-
 def base_test(test: str) -> str:
     """A test id without its parameters (`Class::test[a]` -> `Class::test`)."""
-    return test.split("[")[0]
+    return test.split("[", 1)[0]
 
 
 def read(path: Path) -> dict[str, list[dict]]:
