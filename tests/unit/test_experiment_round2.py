@@ -401,6 +401,33 @@ def test_registered_scripts_match_their_hashes():
     assert not changed, f"{changed} changed since amendment 2 registered them: record the change in a dated amendment"
 
 
+REMADE = ROUND_2 / "results" / "warm_start_v4_remade_2026-11-27"
+PINNED_MAKE_SECONDS = 108.9
+"""The wall time the pinned make wrote into its record (the second sitting of 2026-11-26 reports "109 s")."""
+
+
+def test_the_re_made_warm_start_is_the_pinned_one_but_for_its_wall_time(round_1_modules):
+    """The pinned `outputs/warm_start/v4` was lost with a checkout and re-made with the registered command (seventh
+    sitting of 2026-11-27). The re-make's file hashes and its own record are committed as written: every file but the
+    record matches its pinned SHA-256, the weights included, and the record differs from the pinned one only in the
+    make's wall seconds, so the folder whose record carries the pinned make's seconds is the pinned warm start byte
+    for byte. Any other difference (a weight, a loss value, an argument, a version) fails here."""
+    import hashlib
+
+    parse_pin = sys.modules["run"].parse_pin
+    pinned = parse_pin((ROUND_2 / "warm_start_v4.sha256").read_text())
+    remade = parse_pin((REMADE / "files.sha256").read_text())
+    assert set(remade) == set(pinned) and "model.safetensors" in pinned
+    assert [name for name in sorted(pinned) if remade[name] != pinned[name]] == ["warm_start.json"]
+    record_bytes = (REMADE / "warm_start.json").read_bytes()
+    assert hashlib.sha256(record_bytes).hexdigest() == remade["warm_start.json"]  # the re-make's record, unedited
+    record = json.loads(record_bytes)
+    assert record["seconds"] != PINNED_MAKE_SECONDS and record["args"]["threads"] == "1"
+    record["seconds"] = PINNED_MAKE_SECONDS
+    written_back = (json.dumps(record, indent=2) + "\n").encode()  # as warm_start.py writes its record
+    assert hashlib.sha256(written_back).hexdigest() == pinned["warm_start.json"]
+
+
 def test_round_2_doctests(round_1_modules):
     import doctest
 
