@@ -411,7 +411,7 @@ def test_the_re_made_warm_start_is_the_pinned_one_but_for_its_wall_time(round_1_
     sitting of 2026-11-27). The re-make's file hashes and its own record are committed as written: every file but the
     record matches its pinned SHA-256, the weights included, and the record differs from the pinned one only in the
     make's wall seconds, so the folder whose record carries the pinned make's seconds is the pinned warm start byte
-    for byte. Any other difference (a weight, a loss value, an argument, a version) fails here."""
+    for byte. Any other recorded difference (a weight's hash, a loss value, an argument, a version) fails here."""
     import hashlib
 
     parse_pin = sys.modules["run"].parse_pin
