@@ -401,31 +401,52 @@ def test_registered_scripts_match_their_hashes():
     assert not changed, f"{changed} changed since amendment 2 registered them: record the change in a dated amendment"
 
 
-REMADE = ROUND_2 / "results" / "warm_start_v4_remade_2026-11-27"
+REMAKES = ("warm_start_v4_remade_2026-11-27", "warm_start_v4_remade_2026-11-29")
+"""The re-makes of the lost pinned warm start; the second ran on an AMD EPYC with MKL on its Intel code path."""
 PINNED_MAKE_SECONDS = 108.9
 """The wall time the pinned make wrote into its record (the second sitting of 2026-11-26 reports "109 s")."""
 
 
-def test_the_re_made_warm_start_is_the_pinned_one_but_for_its_wall_time(round_1_modules):
+@pytest.mark.parametrize("remake", REMAKES)
+def test_the_re_made_warm_start_is_the_pinned_one_but_for_its_wall_time(round_1_modules, remake):
     """The pinned `outputs/warm_start/v4` was lost with a checkout and re-made with the registered command (seventh
-    sitting of 2026-11-27). The re-make's file hashes and its own record are committed as written: every file but the
-    record matches its pinned SHA-256, the weights included, and the record differs from the pinned one only in the
-    make's wall seconds, so the folder whose record carries the pinned make's seconds is the pinned warm start byte
-    for byte. Any other recorded difference (a weight's hash, a loss value, an argument, a version) fails here."""
+    sitting of 2026-11-27; ninth sitting of 2026-11-28). Each re-make's file hashes and its own record are committed as
+    written: every file but the record matches its pinned SHA-256, the weights included, and the record differs from
+    the pinned one only in the make's wall seconds, so the folder whose record carries the pinned make's seconds is the
+    pinned warm start byte for byte. Any other recorded difference (a weight's hash, a loss value, an argument, a
+    version) fails here."""
     import hashlib
 
     parse_pin = sys.modules["run"].parse_pin
     pinned = parse_pin((ROUND_2 / "warm_start_v4.sha256").read_text())
-    remade = parse_pin((REMADE / "files.sha256").read_text())
+    remade_dir = ROUND_2 / "results" / remake
+    remade = parse_pin((remade_dir / "files.sha256").read_text())
     assert set(remade) == set(pinned) and "model.safetensors" in pinned
     assert [name for name in sorted(pinned) if remade[name] != pinned[name]] == ["warm_start.json"]
-    record_bytes = (REMADE / "warm_start.json").read_bytes()
+    record_bytes = (remade_dir / "warm_start.json").read_bytes()
     assert hashlib.sha256(record_bytes).hexdigest() == remade["warm_start.json"]  # the re-make's record, unedited
     record = json.loads(record_bytes)
     assert record["seconds"] != PINNED_MAKE_SECONDS and record["args"]["threads"] == "1"
     record["seconds"] = PINNED_MAKE_SECONDS
     written_back = (json.dumps(record, indent=2) + "\n").encode()  # as warm_start.py writes its record
     assert hashlib.sha256(written_back).hexdigest() == pinned["warm_start.json"]
+
+
+def test_mkl_on_its_amd_code_path_re_makes_other_weights(round_1_modules):
+    """Why the AMD re-make ran with `mkl_intel_path.c` preloaded: the same command with MKL's default dispatch on the
+    same AMD EPYC changed the weights from the first optimizer step on (its first logged loss differs in the seventh
+    digit), while the data, the arguments and the versions stayed those of the pinned make."""
+    parse_pin = sys.modules["run"].parse_pin
+    pinned = parse_pin((ROUND_2 / "warm_start_v4.sha256").read_text())
+    amd_dir = ROUND_2 / "results" / REMAKES[1] / "mkl_amd_path"
+    amd = parse_pin((amd_dir / "files.sha256").read_text())
+    assert [name for name in sorted(pinned) if amd[name] != pinned[name]] == ["model.safetensors", "warm_start.json"]
+    amd_record = json.loads((amd_dir / "warm_start.json").read_text())
+    intel_record = json.loads((ROUND_2 / "results" / REMAKES[1] / "warm_start.json").read_text())
+    for key in ("args", "examples", "versions", "optimizer_steps"):
+        assert amd_record[key] == intel_record[key], key
+    assert amd_record["loss_first"][0] != intel_record["loss_first"][0]
+    assert amd_record["loss_first"][0] == pytest.approx(intel_record["loss_first"][0], rel=1e-5)
 
 
 def test_round_2_doctests(round_1_modules):
