@@ -2,10 +2,11 @@
  * Put MKL (statically linked into torch's CPU wheel) on its Intel code path on an AMD CPU.
  *
  * Why: MKL picks its GEMM kernels by CPU vendor. On an AMD EPYC it takes its AMD path, whose float32 sums round
- * differently from the Intel path every earlier run of round 2 used (2-core Xeons), so the registered warm-start
- * command re-makes different weights there (results/warm_start_v4_remade_2026-11-29/mkl_amd_path/). With this shim
- * preloaded, the same command re-makes the pinned weights byte for byte (results/warm_start_v4_remade_2026-11-29/),
- * and a campaign run computes with the kernels of the runs before it.
+ * differently from its Intel path, the one the pinned warm start was made on (a Xeon re-make matched it byte for
+ * byte), so the registered warm-start command re-makes different weights there
+ * (results/warm_start_v4_remade_2026-11-29/mkl_amd_path/). With this shim preloaded, the same command re-makes the
+ * pinned weights byte for byte (results/warm_start_v4_remade_2026-11-29/), and a campaign run computes with MKL's
+ * Intel kernels, as the Xeon runs did.
  *
  * Build and use (only on an AMD CPU; on an Intel CPU MKL already takes this path):
  *     gcc -shared -fPIC -O2 -o /tmp/mkl_intel_path.so experiments/codapo_vs_grpo_r2/mkl_intel_path.c
