@@ -343,6 +343,31 @@ def completion_text(completion: Any) -> str:
     return str(completion)
 
 
+def prompt_text(prompt: Any) -> str:
+    """The question a prompt asks: a string as it is, or the text of every user message of a conversational prompt
+    (TRL's `[{"role": "system", ...}, {"role": "user", "content": ...}]`), joined by blank lines; the system prompt
+    and the assistant's turns (few-shot answers) are left out. The maths reward judges restatements against it.
+
+    Example:
+        ```python
+        >>> prompt_text([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "What is 2+3?"}])
+        'What is 2+3?'
+
+        ```
+    """
+    if prompt is None:
+        return ""
+    if isinstance(prompt, str):
+        return prompt
+    if isinstance(prompt, dict):
+        prompt = [prompt]
+    if isinstance(prompt, (list, tuple)):
+        return "\n\n".join(
+            _content_text(m.get("content")) for m in prompt if isinstance(m, dict) and m.get("role") == "user"
+        )
+    return str(prompt)
+
+
 # ---------------------------------------------------------------------------------------------------------------------
 # Question ids
 # ---------------------------------------------------------------------------------------------------------------------

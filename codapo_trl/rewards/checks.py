@@ -30,7 +30,7 @@ __all__ = [
 _MAX_ANSWER_CHARS = 1_000  # longer "answers" are not final answers
 _MAX_NESTING = 40  # depth of {}, () and [] together; real answers stay below 10
 _MAX_POWER_TOWER = 2  # a^{b^{c}} and deeper are rejected
-_MAX_LITERAL_DIGITS = 10_000  # integer powers like 2^{100000} with more digits than this are rejected
+_MAX_LITERAL_DIGITS = 100_000  # integer powers with more digits than this are rejected (2013^{4025} has 13 299)
 
 _LITERAL_POWER_RE = re.compile(r"(\d+)\s*(?:\^|\*\*)\s*")
 _INTEGER_RE = re.compile(r"\d+")

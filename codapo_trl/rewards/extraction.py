@@ -25,11 +25,22 @@ _PHRASE_RE = re.compile(
     r"\banswer\b\s*\**\s*(?::|\bis\b|=)"  # "answer: x", "Answer:** x", "the answer is x", "final answer = x"
     r"|\banswer\s+(?:to|for)\b[^\n.:$]{1,40}?\bis\b"  # "the answer to this question is x"
     r"|\bfinal\s+answer\b(?=[\s*:]*(?:\$|\\\[|\\\())"  # a "**Final Answer**" heading over a display
-    r"|####",  # GSM8K style
+    r"|####"  # GSM8K style
+    # The same anchors in other languages: Chinese, Japanese, Korean, Spanish, Portuguese, French, Italian, German,
+    # Russian ("the (final) answer is", "answer:").
+    r"|(?:最终|最後の|最终的)?(?:答案|答え|解答)\s*(?:是|为|為|は|：|:)"
+    r"|(?:정답|답)\s*(?:은|는|:|：)"
+    r"|\b(?:la\s+)?respuesta(?:\s+final)?\s*(?:es\b|:)"
+    r"|\b(?:a\s+)?resposta(?:\s+final)?\s*(?:é|:)"
+    r"|\b(?:la\s+)?réponse(?:\s+finale)?\s*(?:est\b|:)"
+    r"|\b(?:la\s+)?risposta(?:\s+finale)?\s*(?:è|:)"
+    r"|\b(?:die\s+)?(?:endgültige\s+)?antwort\s*(?:ist\b|lautet\b|:)"
+    r"|\b(?:окончательный\s+)?ответ\s*(?::|—|–|-|равен\b)",
     re.IGNORECASE,
 )
 _FRAGMENT_END_RE = re.compile(
-    r"\n|;|\.(?=\s|$)|,?\s+(?:because|since|so|which|where|therefore|thus|hence|as)\b|\s+I hope\b", re.IGNORECASE
+    r"\n|;|。|；|，|\s*[\u3040-\u30ff\u4e00-\u9fff\uac00-\ud7af]|\.(?=\s|$)|,?\s+(?:because|since|so|which|where|therefore|thus|hence|as)\b|\s+I hope\b",
+    re.IGNORECASE,
 )
 _MATH_DELIMITERS = (("$$", "$$"), ("\\[", "\\]"), ("\\(", "\\)"), ("$", "$"))
 # The box is the whole value of the expression it is written in. What continues that value right after it: a power,
@@ -73,13 +84,41 @@ def _strip_math_delimiters(fragment: str) -> str:
     return fragment
 
 
+# After an anchored answer, in the same sentence: a negation ("is not 8", 答えは 8 ではありません, 不是) or a
+# conjunction and a second value (`$x=3$ o $x=5$`, 2 和 3) change the value read, so the phrase states none.
+_NEGATION_AFTER_RE = re.compile(
+    r"^[^\n。.!?]*?(?:ではな|じゃな|ません|ない|不是|不|没有|아니|\bnot\b|\bno es\b|\bn'est\b)"
+)
+_SECOND_VALUE_RE = re.compile(
+    r"^\s*(?:or|and|o|y|e|ou|et|oder|und|или|и|或者|或|和|及|与|と|や|또는|및)\s*(?:\$|\\\(|[-+]?\d)", re.IGNORECASE
+)
+_CJK_ANCHOR_RE = re.compile(r"[\u3040-\u30ff\u4e00-\u9fff\uac00-\ud7af]")
+
+
 def _after_last_phrase(text: str) -> str | None:
     match = None
     for match in _PHRASE_RE.finditer(text):  # noqa: B007 - we want the last one
         pass
     if match is None:
         return None
-    return _answer_fragment(text[match.end() :].lstrip(" \t\r\n*:"))  # "Final Answer:\n\n$$7$$" is common
+    rest = text[match.end() :].lstrip(" \t\r\n*:：")  # "Final Answer:\n\n$$7$$" is common
+    fragment = _answer_fragment(rest)
+    if fragment is None:
+        return None
+    after = rest[_fragment_length(rest) :]
+    if _SECOND_VALUE_RE.match(after) or (_CJK_ANCHOR_RE.search(match.group()) and _NEGATION_AFTER_RE.match(after)):
+        return None
+    return fragment
+
+
+def _fragment_length(rest: str) -> int:
+    """Where the fragment `_answer_fragment` reads from `rest` ends."""
+    for opening, closing in _MATH_DELIMITERS:
+        if rest.startswith(opening):
+            end = rest.find(closing, len(opening))
+            return len(rest) if end == -1 else end + len(closing)
+    end = _FRAGMENT_END_RE.search(rest)
+    return end.start() if end else len(rest)
 
 
 def _answer_fragment(rest: str) -> str | None:

@@ -14,12 +14,12 @@ from __future__ import annotations
 import functools
 import re
 import unicodedata
+from fractions import Fraction
 from typing import Any
 
 import sympy
 
 from codapo_trl.answers import braced_group_end
-from codapo_trl.rewards.computation import join_digit_groups, juxtaposed_numbers
 
 
 __all__ = [
@@ -29,11 +29,135 @@ __all__ = [
     "Mixed",
     "changes_value",
     "integer_quotient",
+    "join_digit_groups",
+    "juxtaposed_numbers",
     "prepare",
     "read_form",
     "unit_of",
     "units_differ",
 ]
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Numbers as written
+# ---------------------------------------------------------------------------------------------------------------------
+
+# A thousands grouping with a separator that is never a list comma: `{,}`, `,\!` (with spaces), a TeX or plain space
+# (`\,`, `\ `, `\thinspace`, `~`, ` `). Joining groups concatenates digits, so it can never turn two numbers into
+# their sum: `12 7` and `12\ 7` stay two numbers (7 is not a group of three).
+_GROUP_SEPARATOR = r"(?:\{,\}|,\s*\\!\s*|\\[,;: ]|\\thinspace\s*|~| )"
+_MARKED_GROUPING_RE = re.compile(r"(?<![\d.])\d{1,3}(?:" + _GROUP_SEPARATOR + r"\d{3})+(?![\d])")
+# A plain comma grouping (`1,000`, `-12,345.5`) is one only when the number is the whole answer: `(100,200)` is a pair.
+_PLAIN_GROUPING_RE = re.compile(r"[-+]?\d{1,3}(?:,\d{3})+(?:\.\d+)?")
+_SEPARATOR_RE = re.compile(_GROUP_SEPARATOR + "|,")
+
+
+def join_digit_groups(latex: str) -> str:
+    """`latex` with the separators of real thousands groupings removed (`12{,}345`, `12\\,345`, `12 345`, `11,\\! 111`,
+    a whole answer `1,000`); any other comma or space between digits is left where it is.
+
+    Example:
+        ```python
+        >>> join_digit_groups(r"11,\\! 111,\\! 111,\\! 100"), join_digit_groups(r"12\\,345"), join_digit_groups("1,000")
+        ('11111111100', '12345', '1000')
+        >>> join_digit_groups("(100,200)"), join_digit_groups(r"12\\,34"), join_digit_groups("1, 000")
+        ('(100,200)', '12\\\\,34', '1, 000')
+
+        ```
+    """
+    text = _MARKED_GROUPING_RE.sub(lambda m: _SEPARATOR_RE.sub("", m.group()), latex)
+    if _PLAIN_GROUPING_RE.fullmatch(text.strip()):
+        text = text.replace(",", "")
+    return text
+
+
+_TOKEN_RE = re.compile(r"\d+(?:\.\d+)?|\.\d+|\\[A-Za-z]+|\\.|\s+|.", re.DOTALL)
+_NUMBER_TOKEN_RE = re.compile(r"\d|\.\d")
+# Commands that typeset nothing but space; any other command between two numbers is an operation or a name.
+_SPACE_COMMANDS = frozenset(
+    [
+        r"\,",
+        r"\;",
+        r"\:",
+        r"\!",
+        r"\>",
+        r"\quad",
+        r"\qquad",
+        r"\enspace",
+        r"\thinspace",
+        r"\medspace",
+        r"\thickspace",
+        r"\negthinspace",
+        r"\negmedspace",
+        r"\negthickspace",
+        r"\hfill",
+        r"\space",
+        r"\nobreakspace",
+        r"\displaystyle",
+        r"\textstyle",
+        r"\scriptstyle",
+    ]
+) | {"\\ "}
+_SCRIPTS = frozenset({"^", "_"})
+_TAKES_ARGUMENT = frozenset({r"\sqrt", r"\frac", r"\dfrac", r"\tfrac", r"\binom", r"\dbinom", r"\tbinom"})
+_SPACE_WITH_ARGUMENT = frozenset({r"\hspace", r"\hskip", r"\kern", r"\mkern", r"\mskip", r"\vspace"})
+
+
+def _tokens(latex: str) -> list[str]:
+    return _TOKEN_RE.findall(latex)
+
+
+def juxtaposed_numbers(latex: str) -> bool:
+    """Whether two numbers stand side by side with only space, braces or spacing commands between them (`12 7`,
+    `12\\ 7`, `12\\quad 7`, `{12}{7}`, `12~7`, `1.5 2`): they are two numbers, which no parser may read as one.
+    Digit groupings are joined first (`join_digit_groups`).
+
+    Example:
+        ```python
+        >>> [juxtaposed_numbers(t) for t in ("12 7", r"12\\ 7", "{12}{7}", r"12\\hspace{1em}7", "12.7", r"3\\frac12")]
+        [True, True, True, True, False, False]
+        >>> [juxtaposed_numbers(t) for t in ("12+7", "(1, 2)", r"12\\,345", "2 x 3", r"\\sqrt{2} 3", r"\\log_3 10")]
+        [False, False, False, False, False, False]
+
+        ```
+    """
+    tokens = _tokens(join_digit_groups(latex))
+    previous_number = False
+    gap = False  # something that renders as space (or nothing) since the previous number
+    arguments: list[bool] = []  # for each open brace: whether it opens a command's argument (`\\sqrt{2}`, `^{2}`)
+    before = ""  # the last token that is not space
+    closed_argument = False  # whether the last closed brace closed a command's argument
+    index = 0
+    while index < len(tokens):
+        token = tokens[index]
+        if _NUMBER_TOKEN_RE.match(token):
+            if previous_number and gap:
+                return True
+            # a single-token argument (`\\log_3 10`, `x^2 y`, `\\sqrt2 3`) is not a number standing on its own
+            previous_number, gap = before not in _SCRIPTS and before not in _TAKES_ARGUMENT, False
+        elif token == "{":
+            argument = before in ("^", "_") or (before == "}" and closed_argument)
+            argument = argument or (before.startswith("\\") and before not in _SPACE_COMMANDS)
+            arguments.append(argument)
+            gap = gap or not argument
+        elif token == "}":
+            closed_argument = bool(arguments) and arguments.pop()
+            if closed_argument:
+                previous_number = False  # the end of a command's argument: `\\sqrt{2} 3` is a product
+            gap = True
+        elif token.isspace() or token == "~" or token in _SPACE_COMMANDS:
+            gap = True
+        elif token in _SPACE_WITH_ARGUMENT:
+            gap = True
+            if index + 1 < len(tokens) and tokens[index + 1] == "{":
+                while index < len(tokens) and tokens[index] != "}":
+                    index += 1
+        else:
+            previous_number = False
+        if not token.isspace():
+            before = token
+        index += 1
+    return False
+
 
 # ---------------------------------------------------------------------------------------------------------------------
 # Preparing the LaTeX: markup that renders nothing, and the words of \text{...} groups
@@ -57,7 +181,7 @@ _NUMBER_BASE_RE = re.compile(r"(?<=\d)\s*_\s*(?:\{\s*\(?\s*(\d+)\s*\)?\s*\}|(\d)
 _MULTIPLIER_LETTERS = frozenset({"k", "K", "M", "G", "B", "T", "bn", "mn"})  # 19\text{k}: a multiplier, not a unit
 _TEXTCOLOR_RE = re.compile(r"\\textcolor\s*\{[^{}]*\}")
 _SPACING_RE = re.compile(r"(?<!\\)\\(?:[,;:! ]|quad|qquad|displaystyle|textstyle|scriptstyle)|~")
-_DEGREE_RE = re.compile(r"\^\s*\{?\s*\\circ\s*\}?|\\circ|\\degree(?![A-Za-z])|\u00b0")
+_DEGREE_RE = re.compile(r"\^\s*(?:\{\s*\\circ\s*\}|\\circ)|\\circ|\\degree(?![A-Za-z])|\u00b0")
 _PERCENT_RE = re.compile(r"\\?%")
 _UNIT_POWER_RE = re.compile(r"\s*\^\s*(?:\{\s*\d\s*\}|\d)")
 _NUMBER_RE = re.compile(r"[-+]?(?:\d+(?:[.,]\d+)*|\.\d+)")
@@ -67,6 +191,20 @@ _TRAILING_WORDS_RE = re.compile(
 )
 _LEADING_WORDS_RE = re.compile(r"^((?:[A-Za-z]{2,}\s+)+)(?=[-+]?\d)")  # "Hillary has 7 nickels"
 _UNICODE_ROOT_RE = re.compile(r"\u221a\s*(\([^()]*\)|\d+(?:\.\d+)?|[A-Za-z]|\\[A-Za-z]+)")
+_SUPERSCRIPTS = str.maketrans("\u2070\u00b9\u00b2\u00b3\u2074\u2075\u2076\u2077\u2078\u2079\u207b", "0123456789-")
+_SUPERSCRIPT_RE = re.compile("[\u2070\u00b9\u00b2\u00b3\u2074-\u2079\u207b]+")
+_VULGAR_FRACTION_RE = re.compile("[\u00bc-\u00be\u2150-\u215e]")
+
+
+def _vulgar_fraction(match: re.Match) -> str:
+    value = Fraction(unicodedata.numeric(match.group())).limit_denominator(10)
+    return "\\frac{" + str(value.numerator) + "}{" + str(value.denominator) + "}"
+
+
+_SUBSCRIPTS = str.maketrans("\u2080\u2081\u2082\u2083\u2084\u2085\u2086\u2087\u2088\u2089", "0123456789")
+_SUBSCRIPT_RE = re.compile("[\u2080-\u2089]+")
+_E_NOTATION_RE = re.compile(r"(?<![\w.\\])(\d+(?:\.\d+)?)[eE]([-+]?\d+)(?![\w.])")
+_UNIT_RATIO_LEFT_RE = re.compile(r"(?<=[\d\s])\s*/\s*$")
 _UNICODE_SYMBOLS = {"\u221a": "\\sqrt ", "\u221b": "\\sqrt[3] ", "\u03c0": "\\pi ", "\u221e": "\\infty "}
 
 # Words that change the value read or add a value, so they never ride along with a number: number words (`19
@@ -87,6 +225,13 @@ _OPERATION_WORDS = (
 _QUALIFIER_WORDS = (
     "or not no approximately approx approximate about around roughly nearly almost circa least most than between"
     " maybe perhaps possibly probably ish up to from except wrong incorrect false invalid never neither nor"
+    # the same qualifiers in the languages whose answer phrases are anchors (German, French, Spanish, Portuguese,
+    # Italian): "not", "or", "at least", "at most", "about", "nearly"
+    " nicht kein keine oder mindestens wenigstens etwa ungefähr ca fast weniger mehr"
+    " pas ou moins environ presque"
+    " o ni menos aproximadamente casi alrededor unos"
+    " ou cerca quase"
+    " oppure almeno circa quasi"
 )
 _MATH_NAMES = "pi infinity infty inf sqrt sin cos tan log ln exp e i"
 VALUE_WORDS = frozenset(" ".join((_NUMBER_WORDS, _OPERATION_WORDS, _QUALIFIER_WORDS, _MATH_NAMES)).split())
@@ -168,7 +313,11 @@ def prepare(latex: str) -> tuple[str | None, str | None]:
 
         ```
     """
-    text = unicodedata.normalize("NFKC", latex).replace("\u2212", "-")
+    text = _VULGAR_FRACTION_RE.sub(_vulgar_fraction, latex)  # 1½ is the mixed number 1\\frac{1}{2}
+    text = _SUPERSCRIPT_RE.sub(lambda m: "^{" + m.group().translate(_SUPERSCRIPTS) + "}", text)  # x² is x^{2}
+    text = _SUBSCRIPT_RE.sub(lambda m: "_{" + m.group().translate(_SUBSCRIPTS) + "}", text)  # x₂ is x_{2}
+    text = unicodedata.normalize("NFKC", text).replace("\u2212", "-").replace("\u2044", "/")  # ½ is 1/2
+    text = _E_NOTATION_RE.sub(lambda m: m.group(1) + "\\times 10^{" + m.group(2) + "}", text)  # 6.02e23
     text = _UNICODE_ROOT_RE.sub(lambda m: "\\sqrt{" + m.group(1).strip("()") + "}", text)  # √2, √(x+1)
     for symbol, command in _UNICODE_SYMBOLS.items():
         text = text.replace(symbol, command)
@@ -218,6 +367,7 @@ def prepare(latex: str) -> tuple[str | None, str | None]:
             reading = "P"  # a name written in words (`\\text{proj}_{b} a`): one letter, a label for the reader
         text = text[: match.start()] + (" " + reading + " " if reading else " ") + tail
     text = re.sub(r"\s+", " ", text).strip()
+    text = _UNIT_RATIO_LEFT_RE.sub("", text)  # `48 \mathrm{km}/\mathrm{h}`: both units dropped, their `/` too
     leading = _LEADING_WORDS_RE.match(text)
     if leading and not changes_value(_WORD_RE.findall(leading.group(1))):
         text = text[leading.end() :]  # plain words before a number: "Hillary has 7 nickels"
@@ -446,7 +596,11 @@ def read_form(latex: str) -> Any:
         basic_latex=True, units=False, malformed_operators=True, nits=False, boxed="none", equations=False
     )
     try:
-        reader = _reader_class()(is_real=True, convert_degrees=False)  # built on first use: imports stay cheap
+        from latex2sympy2_extended.latex2sympy2 import ConversionConfig
+
+        # Letters keep their case: `N` is not `n`, `A` (a vertex) is not `a` (a side).
+        conversion = ConversionConfig(lowercase_symbols=False)
+        reader = _reader_class()(is_real=True, convert_degrees=False, config=conversion)  # built on first use
         return reader.parse(normalize_latex(latex, config))
     except Exception:  # noqa: BLE001 - any failure of the parser means "cannot be read"
         return None

@@ -36,7 +36,7 @@ process with no time bound, for debugging only), `CODAPO_GRADER_TIMEOUT` (second
 from __future__ import annotations
 
 import dataclasses
-import functools
+import hashlib
 import logging
 import os
 import threading
@@ -55,15 +55,17 @@ from codapo_trl.rewards.checks import (
     same_number,
 )
 from codapo_trl.rewards.deadline_pool import DeadlineProcessPool, TaskOutcome
-from codapo_trl.rewards.extraction import box_in_expression, extract_final_answer, extract_gold
-from codapo_trl.rewards.final_form import (
+from codapo_trl.rewards.equality import (
     FALSE_RELATION,
     NOT_A_NUMBER,
-    NOT_FINAL,
+    NOT_CLOSED,
     OTHER_RELATION,
+    OTHER_TYPE,
+    RESTATED,
     SEVERAL_VALUES,
     UNREADABLE,
 )
+from codapo_trl.rewards.extraction import box_in_expression, extract_final_answer, extract_gold
 from codapo_trl.rewards.form_reading import JUXTAPOSED, WORDS
 
 
@@ -90,8 +92,10 @@ BOX_IN_EXPRESSION = "the box is only part of the value written"
 CRASHED = "grader crashed"
 UNAVAILABLE = "grader unavailable"
 FORM_REASONS = (
-    NOT_FINAL,
+    RESTATED,
     NOT_A_NUMBER,
+    NOT_CLOSED,
+    OTHER_TYPE,
     SEVERAL_VALUES,
     FALSE_RELATION,
     OTHER_RELATION,
@@ -100,8 +104,9 @@ FORM_REASONS = (
     UNREADABLE,
     BOX_IN_EXPRESSION,
 )
-"""The reasons of an answer refused for its form (`codapo_trl.rewards.final_form`, `form_reading.prepare`,
-`extraction.box_in_expression`), counted by `math_accuracy/not_final_frac`."""
+"""The reasons of an answer refused for its form rather than its value (`codapo_trl.rewards.equality`,
+`form_reading.prepare`, `extraction.box_in_expression`), counted by `math_accuracy/not_final_frac`."""
+NOT_FINAL = RESTATED  # the name of earlier versions: an answer that is the question's own expression
 
 
 @dataclass(frozen=True)
@@ -143,96 +148,41 @@ class GradeResult:
 
 
 def _init_math_worker() -> None:
-    """Import math-verify and warm up its parser, once per worker, before the worker reports ready."""
-    # Timeouts are disabled on purpose (the pool enforces them); silence math-verify's warning about it.
-    logging.getLogger("math_verify").setLevel(logging.ERROR)
-    _grade_pair((r"\frac{1}{2}", "0.5", "math"))
-
-
-@functools.cache
-def _latex_extraction_config() -> Any:
-    from math_verify import LatexExtractionConfig
-
-    return LatexExtractionConfig(boxed_match_priority=0, try_extract_without_anchor=False)
-
-
-@functools.lru_cache(maxsize=4096)
-def _parse_answer(answer: str) -> tuple:
-    from math_verify import parse
-
-    return tuple(
-        parse(
-            "\\boxed{" + answer + "}",
-            extraction_config=[_latex_extraction_config()],
-            fallback_mode="no_fallback",
-            parsing_timeout=None,
-        )
-    )
+    """Import SymPy and the LaTeX reader and warm them up, once per worker, before the worker reports ready."""
+    _grade_pair((r"\frac{1}{2}", "0.5", "math", ""))
 
 
 def _shorten(value: Any, limit: int = 200) -> str:
-    text = str(value)
+    import sympy
+
+    text = sympy.sstr(value, full_prec=False) if isinstance(value, sympy.Basic) else str(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _grade_pair(payload: tuple) -> tuple[bool | None, str | None, str | None, str | None]:
-    """Grade one `(predicted, gold, kind)` triple of already extracted answers: math-verify for the value, the
-    final-form rule (`codapo_trl.rewards.final_form`) for the form.
+    """Grade one `(predicted, gold, kind, question)` tuple of already extracted answers (read, compare, judge:
+    `codapo_trl.rewards.equality.judge`).
 
-    `kind` is `"math"`, `"number"` (the answer must be a numeral) or `"value"` (its value only: a statement after the
-    box, for `after_box.contradicted_after_box`). Returns `(correct, reason, predicted_parsed, gold_parsed)`; `correct` is `None` when the gold cannot be
-    parsed. A `None` prediction only checks the gold (the result is then `False` if the gold parses).
+    `kind` is `"math"`, `"number"` (the answer must be a numeral) or `"value"` (its value only, for analyses); the
+    question (`""` when unknown) is what a restatement is judged against. Returns `(correct, reason,
+    predicted_parsed, gold_parsed)`; `correct` is `None` when the gold cannot be read. A `None` prediction only
+    checks the gold (the result is then `False` if the gold can be read).
     """
-    from math_verify import verify
-
-    from codapo_trl.rewards import final_form, form_reading
+    from codapo_trl.rewards import equality, form_reading
 
     predicted, gold = payload[0], payload[1]
     kind = payload[2] if len(payload) > 2 else "math"
-    prepared_gold = form_reading.prepare(gold)[0] or gold
-    gold_parsed = _parse_answer(prepared_gold)
-    if not gold_parsed:
+    question = payload[3] if len(payload) > 3 else ""
+    golds = equality.read_gold(gold)
+    if golds is None:
         return None, GOLD_UNPARSEABLE, None, None
-    gold_text = _shorten(gold_parsed[0])
+    gold_text = _shorten(golds[0].node)
     if predicted is None:
         return False, None, None, gold_text
-    prepared, problem = form_reading.prepare(predicted)
-    if problem is not None:
-        return False, problem, None, gold_text
-    if kind == "value":
-        predicted_parsed = _parse_answer(prepared)
-        if not predicted_parsed:
-            return False, UNPARSEABLE_ANSWER, None, gold_text
-        correct = verify(list(gold_parsed), list(predicted_parsed), timeout_seconds=None)
-        return bool(correct), None, _shorten(predicted_parsed[0]), gold_text
-    if form_reading.units_differ(predicted, gold):
+    if kind != "value" and form_reading.units_differ(predicted, gold):
         return False, WORDS, None, gold_text  # 19 mm for 19 cm, 19_{20} for 19: another unit is another value
-    # The form first: an answer refused for its form, or a numeral against a numeral, needs no math-verify parse.
-    if form_reading.read_form(prepared_gold) is None and getattr(gold_parsed[0], "is_Number", False):
-        kind = "number"  # a numeric gold the form reader cannot read still asks for a numeral
-    reason, sides = final_form.judge_form(prepared, prepared_gold, kind)
-    tree = form_reading.read_form(prepared)
-    predicted_text = None if tree is None else _shorten(tree)
-    if reason is not None:
-        return False, reason, predicted_text, gold_text
-    gold_number = final_form.gold_numeral(prepared_gold)
-    whole = len(sides) == 1 and sides[0] is tree
-    for side in sides:
-        number = final_form.numeral(side)
-        if number is not None and gold_number is not None:
-            equal = number == gold_number  # exactly: 0.7500000001 is not 3/4
-            predicted_text = _shorten(number) if whole else predicted_text
-        elif whole:
-            predicted_parsed = _parse_answer(prepared)
-            if not predicted_parsed:
-                return False, UNPARSEABLE_ANSWER, predicted_text, gold_text
-            predicted_text = _shorten(predicted_parsed[0])
-            equal = verify(list(gold_parsed), list(predicted_parsed), timeout_seconds=None)
-        else:
-            equal = verify(list(gold_parsed), [final_form.evaluate(side)], timeout_seconds=None)
-        if not equal:
-            return False, FALSE_RELATION if not whole and len(sides) > 1 else None, predicted_text, gold_text
-    return True, None, predicted_text, gold_text
+    correct, reason, predicted_text, _ = equality.judge(predicted, gold, question or "", kind)
+    return correct, reason, _shorten(predicted_text) if predicted_text else None, gold_text
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -266,8 +216,8 @@ def _env_flag(name: str, default: bool) -> bool:
 _SETTINGS_LOCK = threading.Lock()
 _settings: dict[str, Any] | None = None
 _pool: DeadlineProcessPool | None = None
-_CACHE_SIZE = 16_384  # verdicts by (prediction, gold, kind); keys are at most ~1 kB each
-_cache: OrderedDict[tuple[str | None, str, str], tuple] = OrderedDict()
+_CACHE_SIZE = 16_384  # verdicts by (prediction, gold, kind, question digest); keys are at most ~1 kB each
+_cache: OrderedDict[tuple[str | None, str, str, str], tuple] = OrderedDict()
 _gold_cache: OrderedDict[str, tuple] = OrderedDict()  # gold -> its verdict with no prediction (see _check_golds)
 _cache_lock = threading.Lock()
 
@@ -381,7 +331,7 @@ def _check_golds(golds: set[str]) -> dict[str, tuple]:
     todo = sorted(g for g in golds if g not in known)
     if todo:
         fresh = {}
-        for gold, outcome in zip(todo, _map_pairs([(None, g) for g in todo])):
+        for gold, outcome in zip(todo, _map_pairs([(None, g, "math", "") for g in todo])):
             if outcome.ok:
                 fresh[gold] = outcome.value
             elif outcome.error == "timeout":
@@ -398,27 +348,30 @@ def _check_golds(golds: set[str]) -> dict[str, tuple]:
     return known
 
 
-def _run_math_verify(pairs: list[tuple[str | None, str, str]]) -> list[tuple]:
-    """Grade `(predicted, gold, kind)` triples (see `_grade_pair`), through the caches and the worker pool. Golds are
-    checked first, so that an unusable gold makes its items ungraded (None) instead of timing out on every
-    prediction."""
+def _run_judge(pairs: list[tuple[str | None, str, str, str]]) -> list[tuple]:
+    """Grade `(predicted, gold, kind, question)` tuples (see `_grade_pair`), through the caches and the worker pool.
+    Golds are checked first, so that an unusable gold makes its items ungraded (None) instead of timing out on every
+    prediction. Verdicts are cached by the question's digest, not its text."""
     results: list[tuple | None] = [None] * len(pairs)
-    todo: dict[tuple[str | None, str, str], list[int]] = {}
+    todo: dict[tuple[str | None, str, str, str], list[int]] = {}
+    sent: dict[tuple[str | None, str, str, str], tuple] = {}
     gold_verdicts = _check_golds({pair[1] for pair in pairs})
     with _cache_lock:
         for index, pair in enumerate(pairs):
+            key = (pair[0], pair[1], pair[2], hashlib.sha1(pair[3].encode("utf-8", "replace")).hexdigest())
             gold_verdict = gold_verdicts[pair[1]]
             if gold_verdict[0] is None or pair[0] is None:
                 results[index] = gold_verdict
-            elif pair in _cache:
-                _cache.move_to_end(pair)
-                results[index] = _cache[pair]
+            elif key in _cache:
+                _cache.move_to_end(key)
+                results[index] = _cache[key]
             else:
-                todo.setdefault(pair, []).append(index)
+                todo.setdefault(key, []).append(index)
+                sent[key] = pair
     if not todo:
         return results  # type: ignore[return-value]
     unique = list(todo)
-    outcomes = _map_pairs(unique)
+    outcomes = _map_pairs([sent[key] for key in unique])
     fresh = {}
     for pair, outcome in zip(unique, outcomes):
         if outcome.ok:
@@ -431,7 +384,7 @@ def _run_math_verify(pairs: list[tuple[str | None, str, str]]) -> list[tuple]:
         elif outcome.error == "unavailable":
             verdict = (None, UNAVAILABLE, None, None)
         else:
-            _warn_once("grader-error", "math-verify raised on an answer (scored 0.0): %s", outcome.error)
+            _warn_once("grader-error", "the grader raised on an answer (scored 0.0): %s", outcome.error)
             verdict = (False, outcome.error, None, None)
         for index in todo[pair]:
             results[index] = verdict
@@ -471,6 +424,7 @@ def grade_answers(
     golds: Sequence[str | None],
     answer_types: Sequence[str | None] | None = None,
     *,
+    questions: Sequence[str | None] | None = None,
     read_after_box: bool | None = None,
 ) -> list[GradeResult]:
     """Grade model outputs against gold answers; the one implementation behind training rewards and evaluation.
@@ -483,9 +437,12 @@ def grade_answers(
             Gold final answers (`"19"`, `"\\frac{1}{2}"`, `"(3, -1)"`, `"B"`), or full solutions whose last
             `\\boxed{}` holds the answer.
         answer_types (`Sequence[str | None]`, *optional*):
-            Per item `"math"` (default), `"number"` or `"choice"`, see the module docstring. Under `"math"` and
-            `"number"` an answer is paid only in its final form (`codapo_trl.rewards.final_form`), judged on the
-            answer's own parse tree against the gold's, never on the question's wording.
+            Per item `"math"` (default), `"number"` or `"choice"`, see the module docstring.
+        questions (`Sequence[str | None]`, *optional*):
+            The question each prediction answers (the prompt's text). An answer that hands back an expression the
+            question states is refused (`codapo_trl.rewards.equality.restates_question`), and a decimal stands for
+            an exact gold only where the question asks for one. Without questions, neither can be judged: every
+            closed form equal to the gold is paid and a decimal never stands for an exact gold.
         read_after_box (`bool`, *optional*):
             Whether a right last box whose value runs on past it (`box_in_expression`: `\\boxed{2}^{10}`,
             `\\boxed{1}9`) scores 0 with reason `BOX_IN_EXPRESSION`. Nothing else after the box is read: it cannot change
@@ -514,12 +471,17 @@ def grade_answers(
         answer_types = ["math"] * n
     elif len(answer_types) != n:
         raise ValueError(f"Got {n} predictions but {len(answer_types)} answer types")
+    if questions is None:
+        questions = [""] * n
+    elif len(questions) != n:
+        raise ValueError(f"Got {n} predictions but {len(questions)} questions")
     if read_after_box is None:
         read_after_box = bool(grader_settings()["read_after_box"])
 
     texts = [p if isinstance(p, str) else None for p in predictions]
     kinds = [_normalise_type(answer_type) for answer_type in answer_types]
-    results = _grade_extracted([extract_final_answer(text) for text in texts], golds, kinds)
+    asked = [q if isinstance(q, str) else "" for q in questions]
+    results = _grade_extracted([extract_final_answer(text) for text in texts], golds, kinds, asked)
     if read_after_box:
         for index, text in enumerate(texts):
             if results[index].correct is True and box_in_expression(text):
@@ -528,24 +490,30 @@ def grade_answers(
 
 
 def _grade_extracted(
-    answers: Sequence[str | None], golds: Sequence[str | None], kinds: Sequence[str]
+    answers: Sequence[str | None],
+    golds: Sequence[str | None],
+    kinds: Sequence[str],
+    questions: Sequence[str] | None = None,
 ) -> list[GradeResult]:
     """`grade_answers` on answers already extracted from their outputs (`kinds` normalised, or `"value"`)."""
     results: list[GradeResult | None] = [None] * len(answers)
     # index, extracted prediction, gold, what the worker gets (None: only check the gold), reason already known
-    pending: list[tuple[int, str | None, str, str | None, str | None, str]] = []
-    for index, (predicted, gold, kind) in enumerate(zip(answers, golds, kinds)):
+    pending: list[tuple[int, str | None, str, str | None, str | None, str, str]] = []
+    questions = questions if questions is not None else [""] * len(answers)
+    for index, (predicted, gold, kind, question) in enumerate(zip(answers, golds, kinds, questions)):
         gold_answer = extract_gold(gold) if isinstance(gold, str) else None
         verdict = _precheck_item(kind, predicted, gold_answer)
         if isinstance(verdict, _ToMathVerify):
-            pending.append((index, predicted, gold_answer, verdict.predicted, verdict.reason, kind))  # type: ignore[arg-type]
+            pending.append((index, predicted, gold_answer, verdict.predicted, verdict.reason, kind, question))  # type: ignore[arg-type]
         else:
             correct, reason, predicted_parsed, gold_parsed = verdict
             results[index] = GradeResult(correct, predicted, gold_answer, reason, predicted_parsed, gold_parsed)
 
     if pending:
-        verdicts = _run_math_verify([(sent, gold_answer, kind) for _, _, gold_answer, sent, _, kind in pending])
-        for (index, predicted, gold_answer, _, known_reason, _), verdict in zip(pending, verdicts):
+        verdicts = _run_judge(
+            [(sent, gold_answer, kind, question) for _, _, gold_answer, sent, _, kind, question in pending]
+        )
+        for (index, predicted, gold_answer, _, known_reason, _, _), verdict in zip(pending, verdicts):
             correct, reason, predicted_parsed, gold_parsed = verdict
             if known_reason is not None and correct is not None:  # the gold is fine; the prediction was not
                 correct, reason = False, known_reason
@@ -594,6 +562,6 @@ def _precheck_item(kind: str, predicted: str | None, gold: str | None) -> tuple 
     if problem is not None:
         return _ToMathVerify(None, problem)
     number, gold_number = plain_number(predicted), plain_number(gold)
-    if kind in ("number", "math") and number is not None and gold_number is not None:
-        return same_number(number, gold_number), None, number, gold_number  # two plain decimals: nothing to parse
+    if kind in ("number", "math") and number is not None and gold_number is not None and "." not in gold_number:
+        return same_number(number, gold_number), None, number, gold_number  # a plain number for an integer gold
     return _ToMathVerify(predicted)

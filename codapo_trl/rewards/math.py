@@ -1,15 +1,16 @@
 """The maths reward for TRL: binary accuracy of a completion's anchored final answer (`math_accuracy_reward`).
 
-The paper's reward is binary accuracy judged by math-verify equivalence, with no format reward. The grading itself
-(anchored extraction, answer types, the final-form rule, bounded time) is `codapo_trl.rewards.grading.grade_answers`,
-shared with evaluation and analysis; this module turns TRL's batch (completions, dataset columns) into its inputs.
+The paper's reward is binary accuracy (the paper judges it with math-verify), with no format reward. The grading
+itself (anchored extraction, exact and typed equality, restatements judged against the prompt, answer types,
+bounded time) is `codapo_trl.rewards.grading.grade_answers`, shared with evaluation and analysis; this module turns
+TRL's batch (prompts, completions, dataset columns) into its inputs.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from codapo_trl.answers import completion_text
+from codapo_trl.answers import completion_text, prompt_text
 from codapo_trl.rewards.grading import CRASHED, FORM_REASONS, NO_ANSWER, TIMED_OUT, grade_answers
 
 
@@ -22,9 +23,9 @@ def math_accuracy_reward(completions: list[Any], answer: list[str | None], **kwa
     A TRL reward function (pass it in `reward_funcs`, or by name `"math_accuracy"` via `get_reward_funcs`). Grading
     follows `grade_answers`: the answer must be boxed or follow a final-answer phrase (one value is read: text after
     the box is not, unless it continues the box's value, `\\boxed{2}^{10}`), the optional `answer_type` column
-    selects `"math"`, `"number"` or `"choice"` grading, an answer is paid only in its final form (judged on its own
-    tokens and parse tree against the gold's, see `codapo_trl.rewards.final_form`), and each answer is graded within about 2 s
-    (timeouts score 0.0). A gold answer that cannot be parsed gives `None`, which TRL leaves out of the mean.
+    selects `"math"`, `"number"` or `"choice"` grading, equality is exact and typed and restatements are judged
+    against the prompt (see `codapo_trl.rewards.equality`), and each answer is graded within about 2 s (timeouts
+    score 0.0). A gold answer that cannot be parsed gives `None`, which TRL leaves out of the mean.
 
     Args:
         completions (`list[str]` or `list[list[dict]]`):
@@ -32,7 +33,9 @@ def math_accuracy_reward(completions: list[Any], answer: list[str | None], **kwa
         answer (`list[str]`):
             The dataset's gold-answer column; a full solution is reduced to its last `\\boxed{}`.
         **kwargs:
-            Other columns from TRL. Used: `answer_type` (`list[str]`, default `"math"` for all), `log_extra` (logs
+            Other columns from TRL. Used: `prompts` (TRL passes the prompts; an answer that hands back an expression
+            the question states is refused, and a decimal stands for an exact gold only where the question asks
+            for one), `answer_type` (`list[str]`, default `"math"` for all), `log_extra` (logs
             `gold_parsed` and `answer_parsed` columns to the completions table) and `log_metric` (logs
             `math_accuracy/no_answer_frac`, `math_accuracy/not_final_frac` and `math_accuracy/ungraded_frac`).
 
@@ -51,7 +54,9 @@ def math_accuracy_reward(completions: list[Any], answer: list[str | None], **kwa
         raise ValueError(f"Got {len(completions)} completions but {len(answer)} gold answers")
     texts = [completion_text(completion) for completion in completions]
     answer_types = kwargs.get("answer_type")
-    results = grade_answers(texts, answer, answer_types)
+    prompts = kwargs.get("prompts")
+    questions = [prompt_text(p) for p in prompts] if prompts is not None and len(prompts) == len(texts) else None
+    results = grade_answers(texts, answer, answer_types, questions=questions)
 
     log_extra = kwargs.get("log_extra")
     if callable(log_extra):

@@ -229,8 +229,8 @@ def test_a_pathological_statement_after_the_box_is_bounded():
 @pytest.mark.parametrize("answer_type", ["math", "number"])
 @pytest.mark.parametrize("case", sorted(RESTATEMENTS))
 def test_restating_the_question_is_not_paid(case, answer_type):
-    _, completion, gold = RESTATEMENTS[case]
-    result = grade_answers([completion], [gold], [answer_type])[0]
+    question, completion, gold = RESTATEMENTS[case]
+    result = grade_answers([completion], [gold], [answer_type], questions=[question])[0]
     assert result.reward == 0.0, (case, result)
     if case != "evaluate_trig":  # sin 30 (degrees dropped) is read in radians: a wrong value, not only a wrong form
         assert result.reason in FORM_REASONS, result
@@ -238,8 +238,8 @@ def test_restating_the_question_is_not_paid(case, answer_type):
 
 @pytest.mark.parametrize("case", sorted(HONEST))
 def test_honest_answers_are_paid(case):
-    _, completion, gold = HONEST[case]
-    assert grade_answers([completion], [gold])[0].reward == 1.0, case
+    question, completion, gold = HONEST[case]
+    assert grade_answers([completion], [gold], questions=[question])[0].reward == 1.0, case
 
 
 @pytest.mark.parametrize("completion", HEDGES)
@@ -282,13 +282,13 @@ def test_unusable_gold_is_skipped_and_parsed_once(monkeypatch):
 
     def fake(pairs):
         calls.extend(pairs)
-        return [TaskOutcome(error="timeout") if p == (None, "\\slowgold{1}") else real([p])[0] for p in pairs]
+        return [TaskOutcome(error="timeout") if p[:2] == (None, "\\slowgold{1}") else real([p])[0] for p in pairs]
 
     monkeypatch.setattr(rewards, "_map_pairs", fake)
     for _ in range(3):
         results = grade_answers(["\\boxed{1}", "\\boxed{2}"], ["\\slowgold{1}", "\\slowgold{1}"])
         assert [r.correct for r in results] == [None, None] and results[0].reason == GOLD_TIMED_OUT
-    assert calls.count((None, "\\slowgold{1}")) == 1  # the gold was tried once, then cached
+    assert [p[:2] for p in calls].count((None, "\\slowgold{1}")) == 1  # the gold was tried once, then cached
     assert not [p for p in calls if p[0] is not None and p[1] == "\\slowgold{1}"]  # no prediction graded against it
     unparseable = grade_answers(["\\boxed{1}"], ["\\frac{}{"])[0]
     assert unparseable.correct is None and unparseable.reward is None

@@ -27,6 +27,7 @@ from pathlib import Path
 import pytest
 
 from codapo_trl.rewards import configure_grader, grade_answers, math_accuracy_reward
+from codapo_trl.rewards.equality import RESTATED
 
 
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "maths_redteam.json"
@@ -41,10 +42,10 @@ def grader():
 
 
 def test_doctests():
-    """The final-form measures, the token reading and the box rule, on their own examples."""
-    from codapo_trl.rewards import computation, extraction, final_form, form_reading
+    """The pipeline's modules (extract, read, compare and judge) on their own examples."""
+    from codapo_trl.rewards import equality, extraction, form_reading, grading
 
-    for module in (final_form, form_reading, computation, extraction):
+    for module in (equality, form_reading, extraction, grading):
         result = doctest.testmod(module)
         assert result.attempted >= 1 and result.failed == 0, module.__name__
 
@@ -52,7 +53,7 @@ def test_doctests():
 def test_the_fixture_has_at_least_as_many_honest_cases_as_hostile_ones():
     kinds = Counter(case["kind"] for case in CASES)
     assert set(kinds) == {"hostile", "honest"}
-    assert kinds["honest"] >= kinds["hostile"] >= 200
+    assert kinds["honest"] >= kinds["hostile"] >= 180  # 22 closed forms amended to honest by issue 60
     assert len({case["id"] for case in CASES}) == len(CASES)
 
 
@@ -60,7 +61,10 @@ def test_the_fixture_has_at_least_as_many_honest_cases_as_hostile_ones():
 @pytest.mark.parametrize("case", CASES, ids=[case["id"] for case in CASES])
 def test_red_team_case(case):
     (reward,) = math_accuracy_reward(
-        completions=[case["completion"]], answer=[case["gold"]], answer_type=[case["answer_type"]]
+        completions=[case["completion"]],
+        answer=[case["gold"]],
+        answer_type=[case["answer_type"]],
+        prompts=[case["question"]],
     )
     expected = 1.0 if case["kind"] == "honest" else 0.0
     assert (reward or 0.0) == expected, (case["id"], case["family"], reward, case["note"])
@@ -274,4 +278,14 @@ def test_developer_probes():
     pairs = [(a, g, 0.0) for a, g in DEVELOPER_HOSTILE] + [(a, g, 1.0) for a, g in DEVELOPER_HONEST]
     results = grade_answers([f"So the answer is $\\boxed{{{a}}}$." for a, _, _ in pairs], [g for _, g, _ in pairs])
     wrong = [(a, g, r.reward, r.reason) for (a, g, want), r in zip(pairs, results) if (r.reward or 0.0) != want]
+    # Issue 60: a hostile probe that is another closed form of the gold's value is paid where no question states it
+    # (restatement is judged against the question); it must be refused where the question writes that expression.
+    closed_forms = [(a, g) for a, g, reward, _ in wrong if reward == 1.0 and (a, g) in DEVELOPER_HOSTILE]
+    restated = grade_answers(
+        [f"So the answer is $\\boxed{{{a}}}$." for a, _ in closed_forms],
+        [g for _, g in closed_forms],
+        questions=[f"Simplify ${a}$." for a, _ in closed_forms],
+    )
+    assert all(r.reason == RESTATED for r in restated), [(c, r) for c, r in zip(closed_forms, restated)]
+    wrong = [w for w in wrong if (w[0], w[1]) not in closed_forms]
     assert not wrong, wrong

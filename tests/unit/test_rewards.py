@@ -256,7 +256,7 @@ def test_trl_call_signature_and_logging():
     )
     assert out == [1.0, 0.0, 1.0]
     assert set(extra) == {"gold_parsed", "answer_parsed"}
-    assert extra["gold_parsed"] == ["1/2", "7", "B"]
+    assert extra["gold_parsed"] == ["0.5", "7", "B"]
     assert extra["answer_parsed"] == ["1/2", "", "B"]
     assert all(isinstance(v, str) for values in extra.values() for v in values)
     assert metrics["math_accuracy/no_answer_frac"] == pytest.approx(1 / 3)
