@@ -39,7 +39,7 @@ import os
 import re
 import threading
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -66,7 +66,7 @@ __all__ = [
 ]
 
 _PY_LANGS = {"", "python", "py", "python3", "py3"}
-_FENCE_RE = re.compile(r"```[ \t]*([^\n`]*)\n(.*?)```", re.DOTALL)
+_FENCE = "```"
 
 
 class InvalidTestsError(ValueError):
@@ -76,19 +76,48 @@ class InvalidTestsError(ValueError):
 # ------------------------------------------------------------------------------------------------- code blocks
 
 
+def _fenced_blocks(text: str) -> Iterator[tuple[str, str]]:
+    """The fenced blocks of `text` as `(info string, body)` pairs, in order, in time linear in `len(text)`.
+
+    A block opens with three backticks followed by an info string without a backtick up to the end of the line, and
+    ends at the next three backticks (possibly on the same line as the last line of code); an opening fence without
+    such a closing one is no block. The text is scanned with `str.find` only, and each character is looked at a
+    bounded number of times (a regular expression here backtracked quadratically on a fence followed by blanks).
+    """
+    pos, newline = 0, -1
+    while True:
+        start = text.find(_FENCE, pos)
+        if start < 0:
+            return
+        head = start + len(_FENCE)
+        if newline < head:  # otherwise the newline found for an earlier candidate is still the first one after it
+            newline = text.find("\n", head)
+            if newline < 0:  # no line ends after this fence, so no later fence can open a block either
+                return
+        if text.find("`", head, newline) >= 0:  # a backtick in the info string: not an opening fence here
+            pos = start + 1
+            continue
+        end = text.find(_FENCE, newline + 1)
+        if end < 0:  # unterminated: nothing after it can be closed either
+            return
+        yield text[head:newline], text[newline + 1 : end]
+        pos = end + len(_FENCE)
+
+
 def extract_code(completion: Any) -> str | None:
     """The last fenced code block labelled as Python (```` ```python ````, ```` ```py ````) or unlabelled, in the
     completion's text (`codapo_trl.answers.completion_text`: a string, or the last assistant message).
 
     Blocks in other languages (```` ```text ````, ```` ```cpp ````) are ignored; an unterminated block (a truncated
-    completion) does not count. Returns `None` if there is no such block or it is empty.
+    completion) does not count. Returns `None` if there is no such block or it is empty. The completion is untrusted
+    text read in the trainer's process: the cost is linear in its length ([`_fenced_blocks`]).
     """
     text = completion_text(completion)
     code = None
-    for match in _FENCE_RE.finditer(text):
-        lang = match.group(1).strip().lower().split()[0] if match.group(1).strip() else ""
-        if lang in _PY_LANGS:
-            code = match.group(2)
+    for info, body in _fenced_blocks(text):
+        words = info.split(None, 1)
+        if (words[0].lower() if words else "") in _PY_LANGS:
+            code = body
     if code is None or not code.strip():
         return None
     return code

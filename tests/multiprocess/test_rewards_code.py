@@ -1,9 +1,13 @@
 """The code-execution reward, its test-case formats and the code-problem loaders."""
 
+import contextlib
 import json
 import logging
 import os
+import random
+import re
 import secrets
+import signal
 import socket
 import time
 from pathlib import Path
@@ -63,6 +67,77 @@ def test_extract_last_python_block():
     assert extract_code("```cpp\nint main() {}\n```") is None
     assert extract_code("```python\nprint('truncated')") is None
     assert extract_code("```python\n\n```") is None
+
+
+@contextlib.contextmanager
+def wall_clock_bound(seconds: float):
+    """Fail (rather than hang) when the block runs past `seconds` of wall-clock time: `SIGALRM` raises in the main
+    thread, and Python's regular-expression engine checks for signals while it backtracks."""
+
+    def expired(signum, frame):
+        raise TimeoutError(f"still running after {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def trainer_cpu_of_extraction(text: str) -> tuple[str | None, float]:
+    """`extract_code(text)` and the CPU time it cost this process, under a hard wall-clock bound of 10 s."""
+    with wall_clock_bound(10.0):
+        start = time.process_time()
+        code = extract_code(text)
+        return code, time.process_time() - start
+
+
+MB = 1_000_000
+# (name, completion, the code it holds): hostile shapes, each about 0.1 to 1 MB, that a backtracking fence pattern
+# pays quadratically for (a fence then blanks without a line end cost 38 s of trainer CPU at 60,000 blanks), and
+# honest completions of the same shapes and sizes.
+EXTRACTION_CASES = [
+    ("stray fence, 100,000 spaces", "```" + " " * 100_000, None),
+    ("stray fence, 100,000 tabs", "text ``` " + "\t" * 100_000 + "python", None),
+    ("stray fences, each followed by blanks", ("``` " + " \t" * 2_000) * 100, None),
+    ("1 MB of backticks", "`" * MB, None),
+    ("1 MB of fence openers on one line", "``` `" * (MB // 5) + "\n", None),
+    ("unclosed fence, 1 MB of code", "```python\n" + "x = 1\n" * (MB // 6), None),
+    ("many unclosed fences", "```python\nx = 1\n" * (MB // 16) + "```python\n", "x = 1\n"),
+    ("nested backticks, 1 MB", "```python\n" + "`` " * (MB // 3) + "\n```", "`` " * (MB // 3) + "\n"),
+    ("1 MB of prose", "lorem ipsum dolor " * (MB // 18), None),
+    # honest counterparts
+    ("fence, 100,000 blanks, then code", "```python" + " " * 100_000 + "\nprint(1)\n```", "print(1)\n"),
+    ("1 MB of prose, then a block", "lorem ipsum " * (MB // 12) + "\n```python\nprint(2)\n```", "print(2)\n"),
+    ("30,000 blocks", "".join(f"```python\nprint({i})\n```\n" for i in range(30_000)), "print(29999)\n"),
+    ("a block, then an unclosed one", "```py\nprint(3)\n```\n```python\n" + "y = 2\n" * (MB // 6), "print(3)\n"),
+    ("a long info string", "```python " + "x" * MB + "\nprint(4)\n```", "print(4)\n"),
+    ("a string of backticks in code", "```python\ns = '``'\nprint(s + '`')\n```", "s = '``'\nprint(s + '`')\n"),
+]
+
+
+@pytest.mark.parametrize("name, text, code", EXTRACTION_CASES, ids=[c[0] for c in EXTRACTION_CASES])
+def test_extraction_is_linear_in_the_completion(name, text, code):
+    """Extraction runs in the trainer's process on untrusted text: every shape costs it under 0.2 s of CPU for up to
+    1 MB, and extracts what an honest reader would (design.md, "Judging what a policy wrote", rule 5)."""
+    got, cpu = trainer_cpu_of_extraction(text)
+    assert got == code
+    assert cpu < 0.2, f"{name}: {cpu:.3f} s of trainer CPU for {len(text):,} characters"
+
+
+def test_extraction_agrees_with_the_fence_grammar_on_short_text():
+    """On short text (where backtracking costs nothing) the scanner finds exactly the blocks the fence grammar
+    ("```", blanks, an info string without a backtick, a line end, the body up to the next "```") describes."""
+    grammar = re.compile(r"```[ \t]*([^\n`]*)\n(.*?)```", re.DOTALL)
+    rng = random.Random(61)
+    pieces = ["`", "```", "\n", " ", "\t", "py", "x", "python ", "text", "\r"]
+    python = {"", "python", "py", "python3", "py3"}
+    for _ in range(20_000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 24)))
+        blocks = [m.group(2) for m in grammar.finditer(text) if (m.group(1).split() or [""])[0].lower() in python]
+        assert extract_code(text) == (blocks[-1] if blocks and blocks[-1].strip() else None), repr(text)
 
 
 # ---------------------------------------------------------------------------------------------- comparison
