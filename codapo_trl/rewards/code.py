@@ -7,8 +7,10 @@ Test cases live in a dataset column `tests` (a JSON string; one per problem) in 
 
 - `{"format": "stdio", "inputs": [str, ...], "outputs": [str, ...]}`: the program reads `inputs[i]` on standard
   input and must print `outputs[i]` and exit with status 0. Outputs are compared token by token (whitespace and
-  line ends do not matter): an expected integer only by the same integer, an expected decimal or exponent number by
-  a number within a relative/absolute tolerance of `1e-6`, anything else exactly ([`outputs_match`]).
+  line ends do not matter), as text, exactly (`00000011` is not `11`, `+5` is not `5`), except that an expected
+  number with a fractional part or an exponent (`0.333333`, `1.5e-3`) is matched by any decimal number within a
+  relative/absolute tolerance of `1e-6` ([`outputs_match`]; docs/code.md compares this with each dataset's own
+  checker).
 - `{"format": "call", "fn_name": str, "inputs": [[arg, ...], ...], "outputs": [value, ...]}`: the program must
   define `fn_name` (a function, or a method of a class `Solution`), which is called with each argument list; the
   return value is compared with the expected one (integers and strings exactly, a tolerance only for an expected

@@ -53,51 +53,72 @@ FLOAT_TOLERANCE = 1e-6
 # ------------------------------------------------------------------------------------------------- comparison
 
 
-def _is_int_token(token):
-    digits = token[1:] if token[:1] in ("+", "-") else token
-    return digits.isascii() and digits.isdigit()
-
-
-def _int_key(token):
-    sign = "-" if token[:1] == "-" else ""
-    digits = (token[1:] if token[:1] in ("+", "-") else token).lstrip("0") or "0"
-    return ("" if digits == "0" else sign) + digits
-
-
-def _float_token(token):
-    if "_" in token or not token.isascii():
+def _number_kind(token):
+    """`"int"` for a decimal integer token (ASCII digits, optional sign), `"float"` for a decimal number with a
+    fractional part or an exponent (`0.5`, `-.5`, `2.`, `1e-3`, `1.5E+7`), `None` for anything else (`nan`, `inf`,
+    `0x1f`, `1_000`, full-width digits). Written with `str` methods: linear in the token, no pattern to backtrack."""
+    if not token.isascii():
         return None
-    try:
-        value = float(token)
-    except ValueError:
+    body = token[1:] if token[:1] in ("+", "-") else token
+    mantissa, e, exponent = body.replace("E", "e").partition("e")
+    if e:
+        digits = exponent[1:] if exponent[:1] in ("+", "-") else exponent
+        if not digits.isdigit():
+            return None
+    whole, dot, fraction = mantissa.partition(".")
+    if not (whole or fraction) or (whole and not whole.isdigit()) or (fraction and not fraction.isdigit()):
         return None
-    return value if math.isfinite(value) else None
+    return "float" if dot or e else "int"
+
+
+def _tokens(text, size=1 << 16):
+    """The whitespace-separated tokens of `text` (as `text.split()` gives them), one at a time: a program's output
+    of several MB is never held as a list of its tokens. A token that runs across pieces is joined once."""
+    parts = []  # the pieces of a token that runs on past the current piece
+    for start in range(0, len(text), size):
+        piece = text[start : start + size]
+        words = piece.split()
+        if parts and (not words or piece[0].isspace()):
+            yield "".join(parts)
+            parts = []
+        if not words:
+            continue
+        if parts:
+            parts.append(words[0])
+            if len(words) == 1 and not piece[-1].isspace():
+                continue  # the token runs on still
+            yield "".join(parts)
+            parts = []
+            words = words[1:]
+        if words and not piece[-1].isspace():
+            parts.append(words.pop())
+        yield from words
+    if parts:
+        yield "".join(parts)
 
 
 def outputs_match(got, expected, tol=FLOAT_TOLERANCE):
     """Whether a program's standard output matches the expected one, token by token.
 
-    Whitespace (line ends, trailing spaces, blank lines) only separates tokens. An expected integer token (ASCII
-    digits, optional sign) is matched only by an integer token of the same value; an expected token written as a
-    decimal or exponent number by a finite number within `tol` (relative or absolute); any other token only by
-    itself.
+    Whitespace (line ends, trailing spaces, blank lines) only separates tokens. Tokens compare as text, exactly:
+    leading zeros and signs are part of an answer (`00000011`, `+5` are not `11`, `5`). Only an expected token
+    written as a decimal number with a fractional part or an exponent (`0.333333`, `1.5e-3`) is matched by any
+    decimal number within `tol` (relative or absolute) of it. Linear in the size of both texts, and the output is
+    read lazily ([`_tokens`]): the first token that differs ends the comparison.
     """
-    got_tokens, exp_tokens = got.split(), expected.split()
-    if got_tokens == exp_tokens:
-        return True
-    if len(got_tokens) != len(exp_tokens):
-        return False
-    for g, e in zip(got_tokens, exp_tokens):
+    got_tokens, exp_tokens = _tokens(got), _tokens(expected)
+    for e in exp_tokens:
+        g = next(got_tokens, None)
+        if g is None:
+            return False
         if g == e:
             continue
-        if _is_int_token(e):
-            if not (_is_int_token(g) and _int_key(g) == _int_key(e)):
-                return False
-            continue
-        fg, fe = _float_token(g), _float_token(e)
-        if fg is None or fe is None or not math.isclose(fg, fe, rel_tol=tol, abs_tol=tol):
+        if _number_kind(e) != "float" or _number_kind(g) is None:
             return False
-    return True
+        fg, fe = float(g), float(e)
+        if not (math.isfinite(fg) and math.isfinite(fe) and math.isclose(fg, fe, rel_tol=tol, abs_tol=tol)):
+            return False
+    return next(got_tokens, None) is None
 
 
 def values_match(got, expected, tol=FLOAT_TOLERANCE):

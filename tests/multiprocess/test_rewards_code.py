@@ -148,7 +148,10 @@ def test_outputs_match():
     assert outputs_match("1 2 \r\n3\n\n", "1 2\n3")
     assert outputs_match("1\n2\n3\n", "1 2 3")  # token-wise
     assert outputs_match("0.3333333333\n", "0.333333333")
-    assert outputs_match("3", "3.0") and outputs_match("+3 -0", "3 0")
+    assert outputs_match("3", "3.0")
+    # Issue 61 changed this: `+3 -0` was paid for `3 0` (integers compared by value); a sign is part of the answer,
+    # so an expected integer token is matched only by the same text.
+    assert not outputs_match("+3 -0", "3 0")
     # an expected integer is matched exactly, by an integer (issue 25)
     assert not outputs_match("3.0", "3") and not outputs_match("3e0", "3")
     assert not outputs_match("12157665459056928768", "12157665459056928801")
@@ -158,6 +161,49 @@ def test_outputs_match():
     assert not outputs_match("1 2", "1 2 3")
     assert not outputs_match("YES", "yes")
     assert not outputs_match("nan", "1.0")
+
+
+@pytest.mark.parametrize(
+    "got, expected, paid",
+    [
+        ("11", "00000011", False),  # leading zeros are part of the answer
+        ("00000011", "11", False),
+        ("7", "0007", False),
+        ("+5", "5", False),  # and so is a sign
+        ("5", "+5", False),
+        ("-0", "0", False),
+        ("5", "5", True),
+        ("0007\n", "0007", True),
+        ("0.3333333", "0.333333", True),  # an expected decimal: within 1e-6
+        ("0.34", "0.333333", False),
+        ("3.33333e-1", "0.333333", True),  # any decimal number close to it
+        ("1.5e-3", "0.0015", True),
+        ("0.0015", "1.5e-3", True),
+        ("nan", "0.5", False),
+        ("0x1p-1", "0.5", False),
+        ("1e400", "1e400", True),  # the same text; no number is read from an infinite expected value
+        ("1e401", "1e400", False),
+        ("5 6 \n", "5 6", True),  # trailing blanks and line ends only separate tokens
+        ("5\n6\n\n", "5 6\n", True),
+        ("5\r\n6", "5\n6\n", True),
+        ("5 6 7", "5 6", False),
+        ("5", "5 6", False),
+    ],
+)
+def test_stdio_tokens_compare_as_text_except_expected_decimals(got, expected, paid):
+    assert outputs_match(got, expected) is paid
+
+
+def test_stdio_comparison_is_linear_and_lazy():
+    """The comparison runs in the trainer on a program's output (up to `max_output_bytes`): linear in its size, and
+    a wrong first token ends it, however long the rest."""
+    with wall_clock_bound(10.0):
+        start = time.process_time()
+        assert not outputs_match("0 " * 2_000_000, "1")
+        assert not outputs_match("1 " * 2_000_000, "1")  # too many tokens
+        assert not outputs_match("7" * 4_000_000, "0.5")  # one 4 MB token
+        assert outputs_match("1 " * 2_000_000, "1\n" * 2_000_000)  # honest: 4 MB of right tokens
+        assert time.process_time() - start < 2.0
 
 
 def test_values_match():
