@@ -43,7 +43,7 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from codapo_trl.answers import completion_text
@@ -314,23 +314,28 @@ class CodeEvaluation:
         return sum(o.passed for o in self.outcomes)
 
 
-def _judge(result: ExecutionResult, tests: ProblemTests, index: int) -> TestOutcome:
+def _judge(result: ExecutionResult, expected: str | None) -> TestOutcome:
     """The verdict on one execution: the judge's for `call` and `check` runs (in `result.status`), the comparison
-    of the standard output with the expected one for a script that exited with status 0."""
+    of the standard output with `expected` for a script that exited with status 0. Only the verdict is kept: the
+    output (up to `max_output_bytes` per run) is dropped as soon as the run is judged."""
     if result.status is not Status.OK:
         return TestOutcome(result.status, result.reason, result.wall_time)
-    if tests.format == "stdio" and not outputs_match(result.stdout, tests.outputs[index]):
+    if expected is not None and not outputs_match(result.stdout, expected):
         return TestOutcome(Status.WRONG, "wrong answer", result.wall_time)
     return TestOutcome(Status.OK, "", result.wall_time)
 
 
-def _jobs(code: str, tests: ProblemTests, max_tests: int | None) -> list[tuple[str, str, Harness]]:
+# One run: (program, stdin, harness, the expected output of a `stdio` run, `None` for a judged one).
+_Job = tuple[str, str, Harness, str | None]
+
+
+def _jobs(code: str, tests: ProblemTests, max_tests: int | None) -> list[_Job]:
     n = len(tests) if max_tests is None else min(len(tests), max_tests)
     if tests.format == "check":
-        return [(code, "", _harness(tests, 0))]
+        return [(code, "", _harness(tests, 0), None)]
     if tests.format == "stdio":
-        return [(code, tests.inputs[i], SCRIPT) for i in range(n)]
-    return [(code, "", _harness(tests, i)) for i in range(n)]
+        return [(code, tests.inputs[i], SCRIPT, tests.outputs[i]) for i in range(n)]
+    return [(code, "", _harness(tests, i), None) for i in range(n)]
 
 
 def _summarise(outcomes: list[TestOutcome]) -> str:
@@ -378,8 +383,8 @@ class _Evaluator:
             if code is None:
                 results[i] = CodeEvaluation(0.0, "no code block")
 
-        # One job per (program, stdin); identical jobs (duplicate completions) run once.
-        unique: dict[tuple[str, str, Harness], int] = {}
+        # One job per (program, stdin, expected output); identical jobs (duplicate completions) run once.
+        unique: dict[_Job, int] = {}
         per_sample: dict[int, list[int]] = {}
         job_owner: list[int] = []
         for i, tests in parsed.items():
@@ -395,28 +400,29 @@ class _Evaluator:
         jobs = list(unique)
         timeouts: Counter[int] = Counter()
         lock = threading.Lock()
-        skipped = ExecutionResult(Status.TIMEOUT, reason=f"not run after {self.max_timeouts} timeouts")
+        skipped = TestOutcome(Status.TIMEOUT, reason=f"not run after {self.max_timeouts} timeouts")
 
-        def run(job_id: int) -> ExecutionResult:
+        def run(job_id: int) -> TestOutcome:
+            """Run one job and judge it at once: a run's output is never kept past its verdict."""
             owner = job_owner[job_id]
             with lock:
                 if self.max_timeouts is not None and timeouts[owner] >= self.max_timeouts:
                     return skipped
-            result = self.sandbox.run(*jobs[job_id])
-            if result.status is Status.TIMEOUT:
+            code, stdin, harness, expected = jobs[job_id]
+            outcome = _judge(self.sandbox.run(code, stdin, harness), expected)
+            if outcome.status is Status.TIMEOUT:
                 with lock:
                     timeouts[owner] += 1
-            return result
+            return outcome
 
         if len(jobs) > 1 and self.sandbox.max_workers > 1:
             with ThreadPoolExecutor(self.sandbox.max_workers, thread_name_prefix="codapo-reward") as pool:
-                executions = list(pool.map(run, range(len(jobs))))
+                verdicts = list(pool.map(run, range(len(jobs))))
         else:
-            executions = [run(j) for j in range(len(jobs))]
+            verdicts = [run(j) for j in range(len(jobs))]
 
         for i, ids in per_sample.items():
-            tests = parsed[i]
-            outcomes = [_judge(executions[j], tests, k) for k, j in enumerate(ids)]
+            outcomes = [replace(verdicts[j]) for j in ids]  # a sample's own copies
             if any(o.status is Status.SANDBOX_ERROR for o in outcomes):
                 # Not the model's fault: skip the sample rather than punish it.
                 bad = next(o for o in outcomes if o.status is Status.SANDBOX_ERROR)

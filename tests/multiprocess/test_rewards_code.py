@@ -372,6 +372,35 @@ def test_duplicate_completions_run_once(reward):
     assert rewards == [1.0] * 4 and len(calls) == 3
 
 
+@pytest.mark.timeout(180)
+def test_trainer_memory_does_not_grow_with_the_outputs_it_judged():
+    """Every run's output (up to `max_output_bytes`, 4 MiB by default) is judged as soon as the run ends and then
+    dropped: a completion whose 16 test cases each print 4 MB costs the trainer's process about what 4 such test
+    cases cost, not 16 x 4 MB (which it held until the sample was judged before issue 61)."""
+    import tracemalloc
+
+    reward = make_code_execution_reward(timeout=10.0, memory_mb=256, max_workers=2, max_tests=16)
+    output = "7 " * 2_000_000  # 4 MB
+    program = block("import sys\nsys.stdin.read()\nsys.stdout.write('7 ' * 2_000_000)")
+
+    def peak_of(n: int) -> tuple[list, float]:
+        tests = json.dumps({"inputs": [f"{i}\n" for i in range(n)], "outputs": ["7 7 7"] * n})  # distinct runs
+        tracemalloc.start()
+        try:
+            rewards = reward([program], [tests])
+            return rewards, tracemalloc.get_traced_memory()[1] / 1e6
+        finally:
+            tracemalloc.stop()
+
+    reward([program], [json.dumps({"inputs": ["0\n"], "outputs": ["7"]})])  # the sandbox's own start-up
+    (rewards_4, peak_4), (rewards_16, peak_16) = peak_of(4), peak_of(16)
+    assert rewards_4 == rewards_16 == [0.0]  # 2,000,000 tokens for 3
+    assert peak_16 < peak_4 + 4.0, (peak_4, peak_16)
+    assert peak_16 < 2 * 2 * 4.0 + 8.0, (peak_4, peak_16)  # two runs at a time, each its bytes and its text
+    # honest counterpart: 4 MB of right output is paid
+    assert reward([program], [json.dumps({"inputs": ["0\n"], "outputs": [output]})]) == [1.0]
+
+
 # ---------------------------------------------------------------------------------------------- hostile programs
 
 
