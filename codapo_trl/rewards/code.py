@@ -17,8 +17,9 @@ Test cases live in a dataset column `tests` (a JSON string; one per problem) in 
   float, tuples as lists, and a result equal to the only element of a one-element expected list also counts, as
   TACO/APPS often wrap expected values; [`values_match`]).
 - `{"format": "check", "test": str, "entry_point": str, "prelude": str, "prompt": str}`: HumanEval style;
-  `check(candidate)` (defined by `test`, run after `prompt`, the dataset's own code) must return. A single test
-  case.
+  `check(candidate)` (defined by `test`, run after `prompt`, the dataset's own code) must return; where the test
+  names the entry point itself (HumanEval/33's `sort_third`), the name is the program's function, as `candidate`
+  is. A single test case.
 
 Where the verdict is made: the stdin/stdout comparison here, on the program's standard output (text); the `call`
 and `check` verdicts in the sandbox's judge ([`codapo_trl.sandbox.judge`]), a process that never runs the
@@ -196,7 +197,8 @@ def parse_tests(tests: Any) -> ProblemTests:
         prelude = tests.get("prelude")
         if prelude is None:
             prelude = _import_lines(prompt)
-        missing = _names_left_undefined(test, prelude + "\n" + prompt)
+        # The entry point is always defined for the test: the judge binds it to the program's function.
+        missing = _names_left_undefined(test, prelude + "\n" + prompt) - {entry_point}
         if missing:
             raise InvalidTestsError(
                 f"check-format tests read {', '.join(sorted(missing))}, which neither the test nor its prompt "

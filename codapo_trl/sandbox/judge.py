@@ -10,7 +10,8 @@ only answers the judge's requests ([`codapo_trl.sandbox.runner`]); what comes ba
 - `call`: one request `fn_name(*args)`; the decoded result is compared with the expected value ([`values_match`]).
 - `check`: HumanEval's test code (trusted dataset code) runs here, in a fresh namespace, after the prompt (or its
   import lines) has defined the dataset's own helpers; `check(candidate)` gets a proxy that forwards each call to
-  the program and returns the decoded result. Arguments the candidate mutated come back too and are written into
+  the program and returns the decoded result, and the entry point's name is bound to the same proxy (a test that
+  calls the function by name calls the program's definition, not the prompt's stub). Arguments the candidate mutated come back too and are written into
   the test's own objects, as a call in one interpreter would leave them.
 
 What the program sends, or fails to send, is the program's result (a failure is never a skip). The judge works in
@@ -412,9 +413,11 @@ def _test_namespace(spec):
     except SyntaxError:  # a prompt that is not a module on its own: its import lines
         context = compile(spec.get("prelude") or "", "prelude.py", "exec")
     # The prompt runs only when the test may use a name it defines (HumanEval/32's `poly`): most only call
-    # `candidate`, and a prompt's `from typing import List` alone would cost more than the rest of the judge.
+    # `candidate`, and a prompt's `from typing import List` alone would cost more than the rest of the judge. The
+    # function under test does not count: its name is bound to the candidate ([`judge_check`]), never to the
+    # prompt's body-less stub.
     try:
-        if _names(test) & set(context.co_names):
+        if _names(test) & (set(context.co_names) - {spec["name"]}):
             exec(context, ns)
         exec(test, ns)
     except BaseException as exc:
@@ -427,8 +430,13 @@ def _test_namespace(spec):
 def judge_check(channel, spec, ns):
     """The verdict on a HumanEval-style `check` run, the test's namespace `ns` built ([`_test_namespace`])."""
     _ready(channel, spec)
+    candidate = make_candidate(channel, spec["name"])
+    # A test may call the function under test by its name as well as `candidate` (HumanEval/33 compares with
+    # `sort_third(...)`): that name is the program's own definition, as in HumanEval's harness, where the prompt,
+    # the completion and the test share one namespace; the prompt's stub (a docstring, returning None) never is.
+    ns[spec["name"]] = candidate
     try:
-        ns["check"](make_candidate(channel, spec["name"]))
+        ns["check"](candidate)
     except BaseException as exc:
         if channel.broken is not None:  # whatever the test made of it
             raise channel.broken from None

@@ -266,6 +266,11 @@ def test_check_tests_that_read_a_name_nothing_defines_are_rejected_when_parsed()
         "def check(candidate):\n    helper = sorted\n    for k, v in {1: 2}.items():\n        assert helper([v, k])\n"
     )
     assert parse_tests({"test": own, "entry_point": "f"}).format == "check"
+    # the entry point is always defined: the judge binds it to the program's function (HumanEval/33 reads it)
+    by_name = "def check(candidate):\n    assert candidate([3, 1]) == sort_third([3, 1])\n"
+    assert parse_tests({"test": by_name, "entry_point": "sort_third", "prelude": ""}).entry_point == "sort_third"
+    with pytest.raises(InvalidTestsError, match="sort_third"):
+        parse_tests({"test": by_name, "entry_point": "sort_first", "prelude": ""})
     with pytest.raises(InvalidTestsError, match="not valid Python"):
         parse_tests({"test": "def check(candidate):\n    assert (\n", "entry_point": "f"})
 
