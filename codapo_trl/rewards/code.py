@@ -7,16 +7,19 @@ Test cases live in a dataset column `tests` (a JSON string; one per problem) in 
 
 - `{"format": "stdio", "inputs": [str, ...], "outputs": [str, ...]}`: the program reads `inputs[i]` on standard
   input and must print `outputs[i]` and exit with status 0. Outputs are compared token by token (whitespace and
-  line ends do not matter): an expected integer only by the same integer, an expected decimal or exponent number by
-  a number within a relative/absolute tolerance of `1e-6`, anything else exactly ([`outputs_match`]).
+  line ends do not matter), as text, exactly (`00000011` is not `11`, `+5` is not `5`), except that an expected
+  number with a fractional part or an exponent (`0.333333`, `1.5e-3`) is matched by any decimal number within a
+  relative/absolute tolerance of `1e-6` ([`outputs_match`]; docs/code.md compares this with each dataset's own
+  checker).
 - `{"format": "call", "fn_name": str, "inputs": [[arg, ...], ...], "outputs": [value, ...]}`: the program must
   define `fn_name` (a function, or a method of a class `Solution`), which is called with each argument list; the
   return value is compared with the expected one (integers and strings exactly, a tolerance only for an expected
   float, tuples as lists, and a result equal to the only element of a one-element expected list also counts, as
   TACO/APPS often wrap expected values; [`values_match`]).
 - `{"format": "check", "test": str, "entry_point": str, "prelude": str, "prompt": str}`: HumanEval style;
-  `check(candidate)` (defined by `test`, run after `prompt`, the dataset's own code) must return. A single test
-  case.
+  `check(candidate)` (defined by `test`, run after `prompt`, the dataset's own code) must return; where the test
+  names the entry point itself (HumanEval/33's `sort_third`), the name is the program's function, as `candidate`
+  is. A single test case.
 
 Where the verdict is made: the stdin/stdout comparison here, on the program's standard output (text); the `call`
 and `check` verdicts in the sandbox's judge ([`codapo_trl.sandbox.judge`]), a process that never runs the
@@ -39,9 +42,9 @@ import os
 import re
 import threading
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from codapo_trl.answers import completion_text
@@ -66,7 +69,7 @@ __all__ = [
 ]
 
 _PY_LANGS = {"", "python", "py", "python3", "py3"}
-_FENCE_RE = re.compile(r"```[ \t]*([^\n`]*)\n(.*?)```", re.DOTALL)
+_FENCE = "```"
 
 
 class InvalidTestsError(ValueError):
@@ -76,19 +79,48 @@ class InvalidTestsError(ValueError):
 # ------------------------------------------------------------------------------------------------- code blocks
 
 
+def _fenced_blocks(text: str) -> Iterator[tuple[str, str]]:
+    """The fenced blocks of `text` as `(info string, body)` pairs, in order, in time linear in `len(text)`.
+
+    A block opens with three backticks followed by an info string without a backtick up to the end of the line, and
+    ends at the next three backticks (possibly on the same line as the last line of code); an opening fence without
+    such a closing one is no block. The text is scanned with `str.find` only, and each character is looked at a
+    bounded number of times (a regular expression here backtracked quadratically on a fence followed by blanks).
+    """
+    pos, newline = 0, -1
+    while True:
+        start = text.find(_FENCE, pos)
+        if start < 0:
+            return
+        head = start + len(_FENCE)
+        if newline < head:  # otherwise the newline found for an earlier candidate is still the first one after it
+            newline = text.find("\n", head)
+            if newline < 0:  # no line ends after this fence, so no later fence can open a block either
+                return
+        if text.find("`", head, newline) >= 0:  # a backtick in the info string: not an opening fence here
+            pos = start + 1
+            continue
+        end = text.find(_FENCE, newline + 1)
+        if end < 0:  # unterminated: nothing after it can be closed either
+            return
+        yield text[head:newline], text[newline + 1 : end]
+        pos = end + len(_FENCE)
+
+
 def extract_code(completion: Any) -> str | None:
     """The last fenced code block labelled as Python (```` ```python ````, ```` ```py ````) or unlabelled, in the
     completion's text (`codapo_trl.answers.completion_text`: a string, or the last assistant message).
 
     Blocks in other languages (```` ```text ````, ```` ```cpp ````) are ignored; an unterminated block (a truncated
-    completion) does not count. Returns `None` if there is no such block or it is empty.
+    completion) does not count. Returns `None` if there is no such block or it is empty. The completion is untrusted
+    text read in the trainer's process: the cost is linear in its length ([`_fenced_blocks`]).
     """
     text = completion_text(completion)
     code = None
-    for match in _FENCE_RE.finditer(text):
-        lang = match.group(1).strip().lower().split()[0] if match.group(1).strip() else ""
-        if lang in _PY_LANGS:
-            code = match.group(2)
+    for info, body in _fenced_blocks(text):
+        words = info.split(None, 1)
+        if (words[0].lower() if words else "") in _PY_LANGS:
+            code = body
     if code is None or not code.strip():
         return None
     return code
@@ -165,7 +197,8 @@ def parse_tests(tests: Any) -> ProblemTests:
         prelude = tests.get("prelude")
         if prelude is None:
             prelude = _import_lines(prompt)
-        missing = _names_left_undefined(test, prelude + "\n" + prompt)
+        # The entry point is always defined for the test: the judge binds it to the program's function.
+        missing = _names_left_undefined(test, prelude + "\n" + prompt) - {entry_point}
         if missing:
             raise InvalidTestsError(
                 f"check-format tests read {', '.join(sorted(missing))}, which neither the test nor its prompt "
@@ -283,23 +316,28 @@ class CodeEvaluation:
         return sum(o.passed for o in self.outcomes)
 
 
-def _judge(result: ExecutionResult, tests: ProblemTests, index: int) -> TestOutcome:
+def _judge(result: ExecutionResult, expected: str | None) -> TestOutcome:
     """The verdict on one execution: the judge's for `call` and `check` runs (in `result.status`), the comparison
-    of the standard output with the expected one for a script that exited with status 0."""
+    of the standard output with `expected` for a script that exited with status 0. Only the verdict is kept: the
+    output (up to `max_output_bytes` per run) is dropped as soon as the run is judged."""
     if result.status is not Status.OK:
         return TestOutcome(result.status, result.reason, result.wall_time)
-    if tests.format == "stdio" and not outputs_match(result.stdout, tests.outputs[index]):
+    if expected is not None and not outputs_match(result.stdout, expected):
         return TestOutcome(Status.WRONG, "wrong answer", result.wall_time)
     return TestOutcome(Status.OK, "", result.wall_time)
 
 
-def _jobs(code: str, tests: ProblemTests, max_tests: int | None) -> list[tuple[str, str, Harness]]:
+# One run: (program, stdin, harness, the expected output of a `stdio` run, `None` for a judged one).
+_Job = tuple[str, str, Harness, str | None]
+
+
+def _jobs(code: str, tests: ProblemTests, max_tests: int | None) -> list[_Job]:
     n = len(tests) if max_tests is None else min(len(tests), max_tests)
     if tests.format == "check":
-        return [(code, "", _harness(tests, 0))]
+        return [(code, "", _harness(tests, 0), None)]
     if tests.format == "stdio":
-        return [(code, tests.inputs[i], SCRIPT) for i in range(n)]
-    return [(code, "", _harness(tests, i)) for i in range(n)]
+        return [(code, tests.inputs[i], SCRIPT, tests.outputs[i]) for i in range(n)]
+    return [(code, "", _harness(tests, i), None) for i in range(n)]
 
 
 def _summarise(outcomes: list[TestOutcome]) -> str:
@@ -347,8 +385,8 @@ class _Evaluator:
             if code is None:
                 results[i] = CodeEvaluation(0.0, "no code block")
 
-        # One job per (program, stdin); identical jobs (duplicate completions) run once.
-        unique: dict[tuple[str, str, Harness], int] = {}
+        # One job per (program, stdin, expected output); identical jobs (duplicate completions) run once.
+        unique: dict[_Job, int] = {}
         per_sample: dict[int, list[int]] = {}
         job_owner: list[int] = []
         for i, tests in parsed.items():
@@ -364,28 +402,29 @@ class _Evaluator:
         jobs = list(unique)
         timeouts: Counter[int] = Counter()
         lock = threading.Lock()
-        skipped = ExecutionResult(Status.TIMEOUT, reason=f"not run after {self.max_timeouts} timeouts")
+        skipped = TestOutcome(Status.TIMEOUT, reason=f"not run after {self.max_timeouts} timeouts")
 
-        def run(job_id: int) -> ExecutionResult:
+        def run(job_id: int) -> TestOutcome:
+            """Run one job and judge it at once: a run's output is never kept past its verdict."""
             owner = job_owner[job_id]
             with lock:
                 if self.max_timeouts is not None and timeouts[owner] >= self.max_timeouts:
                     return skipped
-            result = self.sandbox.run(*jobs[job_id])
-            if result.status is Status.TIMEOUT:
+            code, stdin, harness, expected = jobs[job_id]
+            outcome = _judge(self.sandbox.run(code, stdin, harness), expected)
+            if outcome.status is Status.TIMEOUT:
                 with lock:
                     timeouts[owner] += 1
-            return result
+            return outcome
 
         if len(jobs) > 1 and self.sandbox.max_workers > 1:
             with ThreadPoolExecutor(self.sandbox.max_workers, thread_name_prefix="codapo-reward") as pool:
-                executions = list(pool.map(run, range(len(jobs))))
+                verdicts = list(pool.map(run, range(len(jobs))))
         else:
-            executions = [run(j) for j in range(len(jobs))]
+            verdicts = [run(j) for j in range(len(jobs))]
 
         for i, ids in per_sample.items():
-            tests = parsed[i]
-            outcomes = [_judge(executions[j], tests, k) for k, j in enumerate(ids)]
+            outcomes = [replace(verdicts[j]) for j in ids]  # a sample's own copies
             if any(o.status is Status.SANDBOX_ERROR for o in outcomes):
                 # Not the model's fault: skip the sample rather than punish it.
                 bad = next(o for o in outcomes if o.status is Status.SANDBOX_ERROR)

@@ -10,7 +10,8 @@ only answers the judge's requests ([`codapo_trl.sandbox.runner`]); what comes ba
 - `call`: one request `fn_name(*args)`; the decoded result is compared with the expected value ([`values_match`]).
 - `check`: HumanEval's test code (trusted dataset code) runs here, in a fresh namespace, after the prompt (or its
   import lines) has defined the dataset's own helpers; `check(candidate)` gets a proxy that forwards each call to
-  the program and returns the decoded result. Arguments the candidate mutated come back too and are written into
+  the program and returns the decoded result, and the entry point's name is bound to the same proxy (a test that
+  calls the function by name calls the program's definition, not the prompt's stub). Arguments the candidate mutated come back too and are written into
   the test's own objects, as a call in one interpreter would leave them.
 
 What the program sends, or fails to send, is the program's result (a failure is never a skip). The judge works in
@@ -53,51 +54,72 @@ FLOAT_TOLERANCE = 1e-6
 # ------------------------------------------------------------------------------------------------- comparison
 
 
-def _is_int_token(token):
-    digits = token[1:] if token[:1] in ("+", "-") else token
-    return digits.isascii() and digits.isdigit()
-
-
-def _int_key(token):
-    sign = "-" if token[:1] == "-" else ""
-    digits = (token[1:] if token[:1] in ("+", "-") else token).lstrip("0") or "0"
-    return ("" if digits == "0" else sign) + digits
-
-
-def _float_token(token):
-    if "_" in token or not token.isascii():
+def _number_kind(token):
+    """`"int"` for a decimal integer token (ASCII digits, optional sign), `"float"` for a decimal number with a
+    fractional part or an exponent (`0.5`, `-.5`, `2.`, `1e-3`, `1.5E+7`), `None` for anything else (`nan`, `inf`,
+    `0x1f`, `1_000`, full-width digits). Written with `str` methods: linear in the token, no pattern to backtrack."""
+    if not token.isascii():
         return None
-    try:
-        value = float(token)
-    except ValueError:
+    body = token[1:] if token[:1] in ("+", "-") else token
+    mantissa, e, exponent = body.replace("E", "e").partition("e")
+    if e:
+        digits = exponent[1:] if exponent[:1] in ("+", "-") else exponent
+        if not digits.isdigit():
+            return None
+    whole, dot, fraction = mantissa.partition(".")
+    if not (whole or fraction) or (whole and not whole.isdigit()) or (fraction and not fraction.isdigit()):
         return None
-    return value if math.isfinite(value) else None
+    return "float" if dot or e else "int"
+
+
+def _tokens(text, size=1 << 16):
+    """The whitespace-separated tokens of `text` (as `text.split()` gives them), one at a time: a program's output
+    of several MB is never held as a list of its tokens. A token that runs across pieces is joined once."""
+    parts = []  # the pieces of a token that runs on past the current piece
+    for start in range(0, len(text), size):
+        piece = text[start : start + size]
+        words = piece.split()
+        if parts and (not words or piece[0].isspace()):
+            yield "".join(parts)
+            parts = []
+        if not words:
+            continue
+        if parts:
+            parts.append(words[0])
+            if len(words) == 1 and not piece[-1].isspace():
+                continue  # the token runs on still
+            yield "".join(parts)
+            parts = []
+            words = words[1:]
+        if words and not piece[-1].isspace():
+            parts.append(words.pop())
+        yield from words
+    if parts:
+        yield "".join(parts)
 
 
 def outputs_match(got, expected, tol=FLOAT_TOLERANCE):
     """Whether a program's standard output matches the expected one, token by token.
 
-    Whitespace (line ends, trailing spaces, blank lines) only separates tokens. An expected integer token (ASCII
-    digits, optional sign) is matched only by an integer token of the same value; an expected token written as a
-    decimal or exponent number by a finite number within `tol` (relative or absolute); any other token only by
-    itself.
+    Whitespace (line ends, trailing spaces, blank lines) only separates tokens. Tokens compare as text, exactly:
+    leading zeros and signs are part of an answer (`00000011`, `+5` are not `11`, `5`). Only an expected token
+    written as a decimal number with a fractional part or an exponent (`0.333333`, `1.5e-3`) is matched by any
+    decimal number within `tol` (relative or absolute) of it. Linear in the size of both texts, and the output is
+    read lazily ([`_tokens`]): the first token that differs ends the comparison.
     """
-    got_tokens, exp_tokens = got.split(), expected.split()
-    if got_tokens == exp_tokens:
-        return True
-    if len(got_tokens) != len(exp_tokens):
-        return False
-    for g, e in zip(got_tokens, exp_tokens):
+    got_tokens, exp_tokens = _tokens(got), _tokens(expected)
+    for e in exp_tokens:
+        g = next(got_tokens, None)
+        if g is None:
+            return False
         if g == e:
             continue
-        if _is_int_token(e):
-            if not (_is_int_token(g) and _int_key(g) == _int_key(e)):
-                return False
-            continue
-        fg, fe = _float_token(g), _float_token(e)
-        if fg is None or fe is None or not math.isclose(fg, fe, rel_tol=tol, abs_tol=tol):
+        if _number_kind(e) != "float" or _number_kind(g) is None:
             return False
-    return True
+        fg, fe = float(g), float(e)
+        if not (math.isfinite(fg) and math.isfinite(fe) and math.isclose(fg, fe, rel_tol=tol, abs_tol=tol)):
+            return False
+    return next(got_tokens, None) is None
 
 
 def values_match(got, expected, tol=FLOAT_TOLERANCE):
@@ -391,9 +413,11 @@ def _test_namespace(spec):
     except SyntaxError:  # a prompt that is not a module on its own: its import lines
         context = compile(spec.get("prelude") or "", "prelude.py", "exec")
     # The prompt runs only when the test may use a name it defines (HumanEval/32's `poly`): most only call
-    # `candidate`, and a prompt's `from typing import List` alone would cost more than the rest of the judge.
+    # `candidate`, and a prompt's `from typing import List` alone would cost more than the rest of the judge. The
+    # function under test does not count: its name is bound to the candidate ([`judge_check`]), never to the
+    # prompt's body-less stub.
     try:
-        if _names(test) & set(context.co_names):
+        if _names(test) & (set(context.co_names) - {spec["name"]}):
             exec(context, ns)
         exec(test, ns)
     except BaseException as exc:
@@ -406,8 +430,13 @@ def _test_namespace(spec):
 def judge_check(channel, spec, ns):
     """The verdict on a HumanEval-style `check` run, the test's namespace `ns` built ([`_test_namespace`])."""
     _ready(channel, spec)
+    candidate = make_candidate(channel, spec["name"])
+    # A test may call the function under test by its name as well as `candidate` (HumanEval/33 compares with
+    # `sort_third(...)`): that name is the program's own definition, as in HumanEval's harness, where the prompt,
+    # the completion and the test share one namespace; the prompt's stub (a docstring, returning None) never is.
+    ns[spec["name"]] = candidate
     try:
-        ns["check"](make_candidate(channel, spec["name"]))
+        ns["check"](candidate)
     except BaseException as exc:
         if channel.broken is not None:  # whatever the test made of it
             raise channel.broken from None

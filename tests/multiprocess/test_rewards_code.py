@@ -1,9 +1,13 @@
 """The code-execution reward, its test-case formats and the code-problem loaders."""
 
+import contextlib
 import json
 import logging
 import os
+import random
+import re
 import secrets
+import signal
 import socket
 import time
 from pathlib import Path
@@ -65,6 +69,77 @@ def test_extract_last_python_block():
     assert extract_code("```python\n\n```") is None
 
 
+@contextlib.contextmanager
+def wall_clock_bound(seconds: float):
+    """Fail (rather than hang) when the block runs past `seconds` of wall-clock time: `SIGALRM` raises in the main
+    thread, and Python's regular-expression engine checks for signals while it backtracks."""
+
+    def expired(signum, frame):
+        raise TimeoutError(f"still running after {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def trainer_cpu_of_extraction(text: str) -> tuple[str | None, float]:
+    """`extract_code(text)` and the CPU time it cost this process, under a hard wall-clock bound of 10 s."""
+    with wall_clock_bound(10.0):
+        start = time.process_time()
+        code = extract_code(text)
+        return code, time.process_time() - start
+
+
+MB = 1_000_000
+# (name, completion, the code it holds): hostile shapes, each about 0.1 to 1 MB, that a backtracking fence pattern
+# pays quadratically for (a fence then blanks without a line end cost 38 s of trainer CPU at 60,000 blanks), and
+# honest completions of the same shapes and sizes.
+EXTRACTION_CASES = [
+    ("stray fence, 100,000 spaces", "```" + " " * 100_000, None),
+    ("stray fence, 100,000 tabs", "text ``` " + "\t" * 100_000 + "python", None),
+    ("stray fences, each followed by blanks", ("``` " + " \t" * 2_000) * 100, None),
+    ("1 MB of backticks", "`" * MB, None),
+    ("1 MB of fence openers on one line", "``` `" * (MB // 5) + "\n", None),
+    ("unclosed fence, 1 MB of code", "```python\n" + "x = 1\n" * (MB // 6), None),
+    ("many unclosed fences", "```python\nx = 1\n" * (MB // 16) + "```python\n", "x = 1\n"),
+    ("nested backticks, 1 MB", "```python\n" + "`` " * (MB // 3) + "\n```", "`` " * (MB // 3) + "\n"),
+    ("1 MB of prose", "lorem ipsum dolor " * (MB // 18), None),
+    # honest counterparts
+    ("fence, 100,000 blanks, then code", "```python" + " " * 100_000 + "\nprint(1)\n```", "print(1)\n"),
+    ("1 MB of prose, then a block", "lorem ipsum " * (MB // 12) + "\n```python\nprint(2)\n```", "print(2)\n"),
+    ("30,000 blocks", "".join(f"```python\nprint({i})\n```\n" for i in range(30_000)), "print(29999)\n"),
+    ("a block, then an unclosed one", "```py\nprint(3)\n```\n```python\n" + "y = 2\n" * (MB // 6), "print(3)\n"),
+    ("a long info string", "```python " + "x" * MB + "\nprint(4)\n```", "print(4)\n"),
+    ("a string of backticks in code", "```python\ns = '``'\nprint(s + '`')\n```", "s = '``'\nprint(s + '`')\n"),
+]
+
+
+@pytest.mark.parametrize("name, text, code", EXTRACTION_CASES, ids=[c[0] for c in EXTRACTION_CASES])
+def test_extraction_is_linear_in_the_completion(name, text, code):
+    """Extraction runs in the trainer's process on untrusted text: every shape costs it under 0.2 s of CPU for up to
+    1 MB, and extracts what an honest reader would (design.md, "Judging what a policy wrote", rule 5)."""
+    got, cpu = trainer_cpu_of_extraction(text)
+    assert got == code
+    assert cpu < 0.2, f"{name}: {cpu:.3f} s of trainer CPU for {len(text):,} characters"
+
+
+def test_extraction_agrees_with_the_fence_grammar_on_short_text():
+    """On short text (where backtracking costs nothing) the scanner finds exactly the blocks the fence grammar
+    ("```", blanks, an info string without a backtick, a line end, the body up to the next "```") describes."""
+    grammar = re.compile(r"```[ \t]*([^\n`]*)\n(.*?)```", re.DOTALL)
+    rng = random.Random(61)
+    pieces = ["`", "```", "\n", " ", "\t", "py", "x", "python ", "text", "\r"]
+    python = {"", "python", "py", "python3", "py3"}
+    for _ in range(20_000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 24)))
+        blocks = [m.group(2) for m in grammar.finditer(text) if (m.group(1).split() or [""])[0].lower() in python]
+        assert extract_code(text) == (blocks[-1] if blocks and blocks[-1].strip() else None), repr(text)
+
+
 # ---------------------------------------------------------------------------------------------- comparison
 
 
@@ -73,7 +148,10 @@ def test_outputs_match():
     assert outputs_match("1 2 \r\n3\n\n", "1 2\n3")
     assert outputs_match("1\n2\n3\n", "1 2 3")  # token-wise
     assert outputs_match("0.3333333333\n", "0.333333333")
-    assert outputs_match("3", "3.0") and outputs_match("+3 -0", "3 0")
+    assert outputs_match("3", "3.0")
+    # Issue 61 changed this: `+3 -0` was paid for `3 0` (integers compared by value); a sign is part of the answer,
+    # so an expected integer token is matched only by the same text.
+    assert not outputs_match("+3 -0", "3 0")
     # an expected integer is matched exactly, by an integer (issue 25)
     assert not outputs_match("3.0", "3") and not outputs_match("3e0", "3")
     assert not outputs_match("12157665459056928768", "12157665459056928801")
@@ -83,6 +161,49 @@ def test_outputs_match():
     assert not outputs_match("1 2", "1 2 3")
     assert not outputs_match("YES", "yes")
     assert not outputs_match("nan", "1.0")
+
+
+@pytest.mark.parametrize(
+    "got, expected, paid",
+    [
+        ("11", "00000011", False),  # leading zeros are part of the answer
+        ("00000011", "11", False),
+        ("7", "0007", False),
+        ("+5", "5", False),  # and so is a sign
+        ("5", "+5", False),
+        ("-0", "0", False),
+        ("5", "5", True),
+        ("0007\n", "0007", True),
+        ("0.3333333", "0.333333", True),  # an expected decimal: within 1e-6
+        ("0.34", "0.333333", False),
+        ("3.33333e-1", "0.333333", True),  # any decimal number close to it
+        ("1.5e-3", "0.0015", True),
+        ("0.0015", "1.5e-3", True),
+        ("nan", "0.5", False),
+        ("0x1p-1", "0.5", False),
+        ("1e400", "1e400", True),  # the same text; no number is read from an infinite expected value
+        ("1e401", "1e400", False),
+        ("5 6 \n", "5 6", True),  # trailing blanks and line ends only separate tokens
+        ("5\n6\n\n", "5 6\n", True),
+        ("5\r\n6", "5\n6\n", True),
+        ("5 6 7", "5 6", False),
+        ("5", "5 6", False),
+    ],
+)
+def test_stdio_tokens_compare_as_text_except_expected_decimals(got, expected, paid):
+    assert outputs_match(got, expected) is paid
+
+
+def test_stdio_comparison_is_linear_and_lazy():
+    """The comparison runs in the trainer on a program's output (up to `max_output_bytes`): linear in its size, and
+    a wrong first token ends it, however long the rest."""
+    with wall_clock_bound(10.0):
+        start = time.process_time()
+        assert not outputs_match("0 " * 2_000_000, "1")
+        assert not outputs_match("1 " * 2_000_000, "1")  # too many tokens
+        assert not outputs_match("7" * 4_000_000, "0.5")  # one 4 MB token
+        assert outputs_match("1 " * 2_000_000, "1\n" * 2_000_000)  # honest: 4 MB of right tokens
+        assert time.process_time() - start < 2.0
 
 
 def test_values_match():
@@ -145,6 +266,11 @@ def test_check_tests_that_read_a_name_nothing_defines_are_rejected_when_parsed()
         "def check(candidate):\n    helper = sorted\n    for k, v in {1: 2}.items():\n        assert helper([v, k])\n"
     )
     assert parse_tests({"test": own, "entry_point": "f"}).format == "check"
+    # the entry point is always defined: the judge binds it to the program's function (HumanEval/33 reads it)
+    by_name = "def check(candidate):\n    assert candidate([3, 1]) == sort_third([3, 1])\n"
+    assert parse_tests({"test": by_name, "entry_point": "sort_third", "prelude": ""}).entry_point == "sort_third"
+    with pytest.raises(InvalidTestsError, match="sort_third"):
+        parse_tests({"test": by_name, "entry_point": "sort_first", "prelude": ""})
     with pytest.raises(InvalidTestsError, match="not valid Python"):
         parse_tests({"test": "def check(candidate):\n    assert (\n", "entry_point": "f"})
 
@@ -249,6 +375,35 @@ def test_duplicate_completions_run_once(reward):
     finally:
         del sb.run
     assert rewards == [1.0] * 4 and len(calls) == 3
+
+
+@pytest.mark.timeout(180)
+def test_trainer_memory_does_not_grow_with_the_outputs_it_judged():
+    """Every run's output (up to `max_output_bytes`, 4 MiB by default) is judged as soon as the run ends and then
+    dropped: a completion whose 16 test cases each print 4 MB costs the trainer's process about what 4 such test
+    cases cost, not 16 x 4 MB (which it held until the sample was judged before issue 61)."""
+    import tracemalloc
+
+    reward = make_code_execution_reward(timeout=10.0, memory_mb=256, max_workers=2, max_tests=16)
+    output = "7 " * 2_000_000  # 4 MB
+    program = block("import sys\nsys.stdin.read()\nsys.stdout.write('7 ' * 2_000_000)")
+
+    def peak_of(n: int) -> tuple[list, float]:
+        tests = json.dumps({"inputs": [f"{i}\n" for i in range(n)], "outputs": ["7 7 7"] * n})  # distinct runs
+        tracemalloc.start()
+        try:
+            rewards = reward([program], [tests])
+            return rewards, tracemalloc.get_traced_memory()[1] / 1e6
+        finally:
+            tracemalloc.stop()
+
+    reward([program], [json.dumps({"inputs": ["0\n"], "outputs": ["7"]})])  # the sandbox's own start-up
+    (rewards_4, peak_4), (rewards_16, peak_16) = peak_of(4), peak_of(16)
+    assert rewards_4 == rewards_16 == [0.0]  # 2,000,000 tokens for 3
+    assert peak_16 < peak_4 + 4.0, (peak_4, peak_16)
+    assert peak_16 < 2 * 2 * 4.0 + 8.0, (peak_4, peak_16)  # two runs at a time, each its bytes and its text
+    # honest counterpart: 4 MB of right output is paid
+    assert reward([program], [json.dumps({"inputs": ["0\n"], "outputs": [output]})]) == [1.0]
 
 
 # ---------------------------------------------------------------------------------------------- hostile programs
