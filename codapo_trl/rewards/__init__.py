@@ -2,13 +2,12 @@
 
 - `math` -- the maths reward for TRL (`math_accuracy_reward`, binary accuracy, the paper's reward);
 - `grading` -- the grader behind it and `codapo-eval` (`grade_answers`, `configure_grader`, the verdict reasons),
-  with `extraction` (which part of an output is its final answer), `final_form` (an answer is paid only in its
-  final form, judged on the answer's own tokens, `computation`, and on the parse tree that `form_reading`
-  builds) and `checks` (answer types, absurd answers);
-- `after_box` -- what completions state after their last box, for analyses (the grader does not read it);
+  one pipeline: `extraction` (which part of an output is its final answer), `form_reading` (its LaTeX read as
+  written), `equality` (exact, typed comparison and the judgement against the question) and `checks` (answer types,
+  absurd answers);
 - `code` -- the code-execution reward (pass rate of the completion's code on the problem's tests, in the sandbox);
   imported on first use, so maths training never loads the sandbox;
-- `deadline_pool` -- worker processes with a hard time limit per input (math-verify runs there);
+- `deadline_pool` -- worker processes with a hard time limit per input (the judge runs there);
 - `registry` -- rewards by name (`REWARD_FUNCS`, `get_reward_funcs`) and `check_reward_columns`.
 
 The answer vocabulary itself (boxed answers, completion text, answer types) lives in `codapo_trl.answers`.

@@ -1,10 +1,10 @@
-"""Checks made on an answer before (or instead of) math-verify: cheap, pure Python, in the calling process.
+"""Checks made on an answer before (or instead of) the judge: cheap, pure Python, in the calling process.
 
 - **Absurd answers** (`precheck`): too long, nested too deeply, power towers, astronomically large literals never
   reach SymPy.
 - **Answer types**: a `"choice"` answer is one letter A-J (`choice_letter`); a gold made of words is not a maths
   answer (`looks_like_prose`); two plain decimals are compared without parsing (`plain_number`). Whether a `"math"`
-  or `"number"` answer is in final form is decided on its parse tree (`codapo_trl.rewards.final_form`).
+  or `"number"` answer is paid is decided by `codapo_trl.rewards.equality`.
 - **Piecewise answers** (`cases_rows`): math-verify has no parser for `cases`; rows are compared normalised.
 """
 

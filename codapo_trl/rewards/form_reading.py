@@ -1,7 +1,7 @@
 """Reading a maths answer as written: the LaTeX the grader reads (`prepare`), the unit it carries (`unit_of`) and its
 SymPy tree (`read_form`).
 
-The final-form rule (`codapo_trl.rewards.final_form`) judges this tree. It is math-verify's own LaTeX parser
+The judge (`codapo_trl.rewards.equality`) compares this tree. It is math-verify's own LaTeX parser
 (`latex2sympy2_extended`) with the few evaluations that parser makes by itself switched off, so that `\\frac68` stays a
 quotient of 6 by 8, `\\binom84` a binomial, `3\\frac12` a mixed number, `-(-19)` a double negation, `e^{\\ln 19}` an
 exponential, `\\det` a determinant and `x \\approx 19` an approximation. The converter's private class is

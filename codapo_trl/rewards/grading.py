@@ -1,29 +1,25 @@
 """The answer grader behind the maths reward, `codapo-eval` and the analysis: `grade_answers`.
 
-Length: about 590 lines: the verdict reasons, the worker-side grading, the grader's settings and shared pool, its
-caches and the public entry point share one cache and one set of reasons; the rules themselves live in `extraction`,
-`final_form` and `checks`.
-
-Four rules on top of math-verify equivalence keep the grade honest and training alive:
+Length: about 560 lines: the verdict reasons, the worker-side grading, the grader's settings and shared pool, its
+caches and the public entry point share one cache and one set of reasons. The grader is one pipeline: extract
+(`extraction`), read (`form_reading`), compare and judge (`equality`), with `checks` for answer types and absurd
+answers; this module runs it within a deadline.
 
 1. **One value is read, and only an anchored one** (`codapo_trl.rewards.extraction`): the last `\\boxed{...}`, else
-   the text after the last final-answer phrase; a bare expression earns 0. Text after the box is not read (it cannot
-   change the value read), except a mark written against the box that continues its value (`\\boxed{2}^{10}`),
-   which earns 0 unless the grader is told to read the last box only (`read_after_box`).
-2. **Only the final form is paid** (`codapo_trl.rewards.final_form`): judged on the answer's parse tree against the
-   gold's, never on the question's wording. A numeric gold asks for a numeral (`\\boxed{5+2}` earns 0 for 7; numbers
-   side by side, `12 7`, are never one); no answer may be less computed than its gold (`\\sqrt 8` for `2\\sqrt2`,
-   `\\sqrt{3+2\\sqrt2}` for `1+\\sqrt2`, `(x+1)^2` for an expanded gold); words refuse only when they change the
-   value read (`19 thousand`, `19 or 20`); a side of an equation that names something is a label, any other must
-   equal the gold; a box states one value.
-3. **Typed questions.** An optional `answer_type` column per row: `"math"` (default, math-verify equivalence),
-   `"number"` (the answer must be a numeral whatever the gold) or `"choice"` (one letter A-J, compared
-   case-insensitively with the gold letter).
-4. **Bounded time, no crash.** math-verify runs in worker processes (`codapo_trl.rewards.deadline_pool`) with its own
-   signal-based timeouts disabled; each answer gets about 2 s, after which the worker is killed and replaced and
-   the answer scores 0. Cheap checks in the calling process reject absurd answers (huge power towers, deep nesting,
-   very long answers) before they reach SymPy. A gold answer that cannot be parsed gives `None` (TRL ignores it),
-   never 1.0.
+   the text after the last final-answer phrase (English and nine other languages); a bare expression earns 0. Text
+   after the box is not read (it cannot change the value read), except a mark written against the box that
+   continues its value (`\\boxed{2}^{10}`), which earns 0 unless the grader is told to read the last box only
+   (`read_after_box`).
+2. **Equal exactly and by type, and computed** (`codapo_trl.rewards.equality`): no rounding, no letter stripped, a set
+   is not an interval; a derivation or chain in the box is read to its last value, every member agreeing; a numeral
+   gold asks for a numeral; an answer that hands back an expression the question states is refused (the question is
+   the prompt, `questions=`); any other closed form equal to the gold is paid.
+3. **Typed questions.** An optional `answer_type` column per row: `"math"` (default), `"number"` (the answer must be
+   a numeral whatever the gold) or `"choice"` (one letter A-J, compared case-insensitively with the gold letter).
+4. **Bounded time, no crash.** SymPy runs in worker processes (`codapo_trl.rewards.deadline_pool`); each answer gets
+   about 2 s, after which the worker is killed and replaced and the answer scores 0. Cheap checks in the calling
+   process reject absurd answers (huge power towers, deep nesting, very long answers) before they reach SymPy. A
+   gold answer that cannot be read gives `None` (TRL ignores it), never 1.0.
 
 Grader settings come from environment variables read when the worker pool first starts, or from
 `configure_grader`: `CODAPO_GRADER_WORKERS` (worker processes, default `min(4, cpu_count)`; `0` grades in the calling

@@ -22,9 +22,9 @@ from pathlib import Path
 
 import run
 import stats
+from after_box import contradicted_after_box, stated_after_box
 
 from codapo_trl.command_line import configure_logging
-from codapo_trl.rewards.after_box import contradicted_after_box, stated_after_box
 
 
 logger = logging.getLogger("codapo_vs_grpo.report")

@@ -29,9 +29,10 @@ def _load(name: str, as_name: str):
 def report():
     pytest.importorskip("trl")
     pytest.importorskip("scipy")
-    saved = {name: sys.modules.get(name) for name in ("run", "stats")}
+    saved = {name: sys.modules.get(name) for name in ("run", "stats", "after_box")}
     _load("run", "run")  # report.py imports its siblings by name, as when it runs as a script
     _load("stats", "stats")
+    _load("after_box", "after_box")
     module = _load("report", "codapo_vs_grpo_report")
     yield module
     for name, old in saved.items():

@@ -31,8 +31,8 @@ def round_1_modules():
     """Round 2's scripts import round 1's `run`, `stats` and `report` by name (run with
     PYTHONPATH=experiments/codapo_vs_grpo); the tests register them under those names, and restore what was there."""
     pytest.importorskip("trl")
-    saved = {name: sys.modules.get(name) for name in ("run", "stats", "report", "discovery", "analysis")}
-    for name in ("run", "stats", "report"):
+    saved = {name: sys.modules.get(name) for name in ("run", "stats", "after_box", "report", "discovery", "analysis")}
+    for name in ("run", "stats", "after_box", "report"):
         _exec(name, ROUND_1 / f"{name}.py")
     for name in ("discovery", "analysis"):  # round 2's scripts import these siblings by name
         _exec(name, ROUND_2 / f"{name}.py")

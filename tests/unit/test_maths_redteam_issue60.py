@@ -1,0 +1,218 @@
+"""Issue 60: equality exact and typed, restatements judged against the question, every closed form of a right answer
+paid.
+
+- `tests/fixtures/maths_redteam_issue60.json`: 684 cases (308 hostile, 376 honest) written by a red team that had read
+  neither the grading code nor these tests, from the rule alone, in nine families (leniencies of the comparison, units
+  and letters, types, restatements of the question, derivations in the box, other languages, Unicode, hedges, gold
+  forms), each hostile case with an honest counterpart, plus honest answers in the styles of real Olympiad output.
+- The developer's own variants of part 1 (each family of leniency the issue lists) and part 2 (each kind of right
+  answer it says was refused), written after the code.
+- The hostile cases of issues 25 and 32 that issue 60 amended to honest (another closed form of the gold, which no
+  question states): each is refused where the question writes that expression.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from codapo_trl.rewards import configure_grader, grade_answers, math_accuracy_reward
+from codapo_trl.rewards.equality import RESTATED
+
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+CASES = json.loads((FIXTURES / "maths_redteam_issue60.json").read_text(encoding="utf-8"))
+
+
+@pytest.fixture(scope="module", autouse=True)
+def grader():
+    """Same grader settings on every machine: 2 workers, 2 s per answer."""
+    configure_grader(num_workers=2, timeout=2.0, memory_limit_mb=2048)
+    yield
+
+
+def test_the_fixture_pairs_every_hostile_case_with_an_honest_one():
+    kinds = Counter(case["expect"] for case in CASES)
+    assert kinds["pay"] >= kinds["refuse"] >= 300
+    ids = {case["id"] for case in CASES}
+    assert len(ids) == len(CASES)
+    hostile = {case["id"] for case in CASES if case["expect"] == "refuse"}
+    answered = {case.get("counterpart_of") for case in CASES if case["expect"] == "pay"}
+    assert hostile <= answered
+
+
+@pytest.fixture(scope="module")
+def rewards():
+    """The whole fixture through the TRL reward in one call (prompts as TRL passes them), bounded in time."""
+    start = time.perf_counter()
+    values = math_accuracy_reward(
+        completions=[[{"role": "assistant", "content": case["completion"]}] for case in CASES],
+        answer=[case["gold"] for case in CASES],
+        prompts=[[{"role": "user", "content": case["question"]}] for case in CASES],
+    )
+    assert time.perf_counter() - start < 240
+    return {case["id"]: value for case, value in zip(CASES, values)}
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case["id"] for case in CASES])
+def test_red_team_case(case, rewards):
+    expected = 1.0 if case["expect"] == "pay" else 0.0
+    assert (rewards[case["id"]] or 0.0) == expected, (case["id"], case["family"], rewards[case["id"]], case["why"])
+
+
+# Part 1: values the policy never computed, each family the issue names, in the developer's own variants:
+# (boxed answer, gold, question).
+DEVELOPER_HOSTILE = [
+    # rounding: nothing is rounded for an exact gold
+    ("0.0", "2^{-30}", "Compute $2^{-30}$ exactly."),
+    ("0", "\\frac{1}{10!}", "What is $\\frac{1}{10!}$?"),
+    ("0.000002", "\\frac{4}{\\binom{52}{5}}", "What is the probability of four aces in a five-card hand?"),
+    ("(0.333333, 0.666667)", "(\\frac13, \\frac23)", "Find the point that divides the segment in the ratio 1:2."),
+    ("6.7\\times10^{-11}", "6.67\\times10^{-11}", "Give G in SI units."),
+    ("0.0", "6.67\\times10^{-11}", "Give G in SI units."),
+    ("3.14", "\\pi", "Find the area of a unit disc."),
+    ("1.4142", "\\sqrt2", "Find the diagonal of a unit square."),
+    # letters are never stripped as units
+    ("5", "3+2t", "Find the position at time $t$."),
+    ("x+2", "x+2h", "Find $f(x+h)$."),
+    ("2\\pi r t", "2\\pi r h", "Find the lateral area of a cylinder."),
+    ("24", "24t", "How far does it go in $t$ hours?"),
+    ("4N^2+4N", "4n^2+4n", "Let $n$ and $N$ be integers; find the sum."),
+    # types are types
+    ("\\{1, 5\\}", "(1,5)", "Solve $(x-1)(x-5)<0$."),
+    ("1, 5", "(1,5)", "Solve $(x-1)(x-5)<0$."),
+    ("x=1 \\text{ or } x=5", "(1,5)", "Solve $(x-1)(x-5)<0$."),
+    ("\\pm 3", "(-3,3)", "Solve $x^2<9$."),
+    ("[1,5]", "(1,5)", "Solve $(x-1)(x-5)<0$."),
+    ("(5,1)", "(1,5)", "Find the point $(a, b)$."),
+    # the question's own expressions
+    ("\\cos 3\\theta", "4\\cos^3\\theta-3\\cos\\theta", "Express $\\cos 3\\theta$ in terms of $\\cos\\theta$."),
+    ("\\frac1x+\\frac1y", "\\frac{x+y}{xy}", "Write $\\frac{1}{x}+\\frac{1}{y}$ as a single fraction."),
+    ("\\frac1y+\\frac1x", "\\frac{x+y}{xy}", "Write $\\frac{1}{x}+\\frac{1}{y}$ as a single fraction."),
+    ("(x+1)(x+1)-1", "x^2+2x", "Expand $(x+1)^2-1$."),
+    ("1+2x+x^2", "(x+1)^2", "Factor $x^2+2x+1$."),
+    ("\\sqrt{3+2\\sqrt2}", "1+\\sqrt2", "Simplify $\\sqrt{3+2\\sqrt{2}}$."),
+    ("\\sin(\\pi/3)", "\\frac{\\sqrt3}{2}", "Compute sin(pi/3)."),
+    ("0.\\overline{36}", "\\frac{4}{11}", "Express $0.\\overline{36}$ as a common fraction."),
+    ("\\int_0^1 x^2\\,dx", "\\frac13", "Find the area under $y=x^2$ from 0 to 1."),
+    # chains and derivations read to one value, every member agreeing
+    ("2+2=5", "5", "Find the number."),
+    ("3\\cdot 5 = 12", "12", "Find the number."),
+    ("x^2=9 \\Rightarrow x=4", "4", "Find $x$."),
+    ("x \\neq 19", "19", "Find $x$."),
+    ("x \\geq 19", "19", "Find $x$."),
+]
+
+# Part 2: right answers of each kind the issue says were refused (and the closed forms it says must be paid).
+DEVELOPER_HONEST = [
+    ("\\sqrt{100-x}=9 \\Rightarrow 100-x=81 \\Rightarrow x=19", "19", "Solve $\\sqrt{100-x}=9$."),
+    ("\\text{So there are }1232\\text{ integers}", "1232", "How many integers are there?"),
+    ("\\binom{4020}{3015}^2", "\\binom{4020}{1005}^2", "Find the coefficient."),
+    ("(1+3^{-100})/2", "\\frac12[(\\frac13)^{100}+1]", "Find the probability."),
+    ("\\frac{2\\times3+4}{2+3}=\\dots=2", "2", "Find the ratio."),
+    ("2^{2^4}=2^{16}=65536", "65536", "Compute $2^{2^4}$."),
+    ("P(\\text{win})=\\frac56", "\\frac56", "What is the probability of winning?"),
+    ("k_{\\max}=\\frac12", "\\frac12", "Find the largest $k$."),
+    ("2", "2 OR 3", "Find one solution."),
+    ("3", "2 \\text{ or } 3", "Find one solution."),
+    ("\\frac{-4\\pm\\sqrt{31}}{15}", "\\frac{-4\\pm\\sqrt{31}}{15}", "Solve the quadratic."),
+    ("\\frac{-4+\\sqrt{31}}{15}, \\frac{-4-\\sqrt{31}}{15}", "\\frac{-4\\pm\\sqrt{31}}{15}", "Solve the quadratic."),
+    ("2013^{4025}", "2013^{4025}", "Find the number."),
+    ("50\\binom{100}{50}", "50 \\binom{100}{50}", "Find the sum."),
+    ("48", "48 \\mathrm{~km}/\\mathrm{h}", "Find the speed."),
+    ("48\\text{ km/h}", "48 \\mathrm{~km}/\\mathrm{h}", "Find the speed."),
+    ("7\\text{ m}", "7 m", "How tall is the pole?"),
+    ("(3,\\infty)", "x>3", "Solve $2x>6$."),
+    ("x>3", "(3,\\infty)", "Solve $2x>6$."),
+    ("\\emptyset", "\\text{no solution}", "Solve $x^2=-1$ over the reals."),
+    ("6.02e23", "6.02\\times10^{23}", "Avogadro's number?"),
+    ("3 - 4 i", "3-4i", "Compute the conjugate."),
+    ("x²", "x^2", "Find the derivative of $x^3/3$."),
+    ("\\frac{bh}{2}", "\\frac12 b h", "Area of a triangle?"),
+    ("2t+3", "3+2t", "Find the position at time $t$."),
+    ("0.33", "\\frac13", "Express as a decimal to the nearest hundredth."),
+    ("0.333", "0.33", "Find the probability."),
+    ("\\frac{x+y}{xy}", "\\frac{x+y}{xy}", "Write $\\frac{1}{x}+\\frac{1}{y}$ as a single fraction."),
+    ("2\\sqrt2", "2\\sqrt2", "Simplify $\\sqrt{8}$."),
+    ("\\frac72", "3.5", "Compute 7/2."),
+    ("(x+1)(x+1)", "(x+1)^2", "Factor $x^2+2x+1$."),
+    ("x = -2, 7", "-2, 7", "Solve the equation."),
+    ("x \\in [0, 1)", "[0, 1)", "Solve the inequality."),
+    ("\\infty", "\\infty", "Find the limit."),
+]
+PHRASES = [
+    ("所以答案是 $5$。", "5"),
+    ("最终答案：12", "12"),
+    ("La respuesta es $\\frac{1}{2}$.", "\\frac12"),
+    ("Ответ: 42", "42"),
+    ("La réponse est 7.", "7"),
+    ("Die Antwort ist 3.", "3"),
+    ("答えは 8 です", "8"),
+    ("정답은 9입니다", "9"),
+]
+HOSTILE_PHRASES = [
+    ("答えは 8 ではありません。", "8"),
+    ("La respuesta es $x=3$ o $x=5$.", "3"),
+    ("最终答案：2 和 3", "2"),
+    ("Die Antwort ist nicht 16.", "16"),
+    ("La réponse est au moins 3.", "3"),
+]
+
+
+def _box(answer: str) -> str:
+    return f"Putting it together, the answer is $\\boxed{{{answer}}}$."
+
+
+def test_developer_variants():
+    cases = [(a, g, q, 0.0) for a, g, q in DEVELOPER_HOSTILE] + [(a, g, q, 1.0) for a, g, q in DEVELOPER_HONEST]
+    cases += [(None, g, "", 1.0, text) for text, g in PHRASES] + [
+        (None, g, "", 0.0, text) for text, g in HOSTILE_PHRASES
+    ]
+    texts = [case[4] if case[0] is None else _box(case[0]) for case in cases]
+    results = grade_answers(texts, [case[1] for case in cases], questions=[case[2] for case in cases])
+    wrong = [
+        (text, case[1], r.reward, r.reason)
+        for text, case, r in zip(texts, cases, results)
+        if (r.reward or 0.0) != case[3]
+    ]
+    assert not wrong, wrong
+
+
+def test_restatement_needs_the_question_and_no_question_never_refuses_a_closed_form():
+    """Without the question nothing is a restatement: the same answer is paid; the question makes it one."""
+    answer, gold, question = (
+        "\\frac1x+\\frac1y",
+        "\\frac{x+y}{xy}",
+        "Write $\\frac{1}{x}+\\frac{1}{y}$ as one fraction.",
+    )
+    without, with_question = grade_answers([_box(answer)] * 2, [gold] * 2, questions=["", question])
+    assert without.reward == 1.0 and with_question.reward == 0.0 and with_question.reason == RESTATED
+
+
+AMENDED = [
+    case
+    for name in ("maths_redteam.json", "maths_redteam_issue32.json")
+    for case in json.loads((FIXTURES / name).read_text(encoding="utf-8"))
+    if "amended" in case
+]
+
+
+def test_amended_cases_are_refused_when_the_question_states_them():
+    """The hostile cases of issues 25 and 32 that issue 60 pays (another closed form of the gold's value, stated by
+    no question) are refused where the question writes the same expression."""
+    from codapo_trl.rewards.extraction import extract_final_answer
+
+    assert len(AMENDED) >= 100
+    answers = [extract_final_answer(case["completion"]) for case in AMENDED]
+    results = grade_answers(
+        [case["completion"] for case in AMENDED],
+        [case["gold"] for case in AMENDED],
+        [case.get("answer_type", "math") for case in AMENDED],
+        questions=[f"Simplify ${answer}$." for answer in answers],
+    )
+    paid = [(case["id"], answer, r.reason) for case, answer, r in zip(AMENDED, answers, results) if r.reward]
+    assert not paid, paid
