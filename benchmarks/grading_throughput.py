@@ -10,7 +10,7 @@ is the whole cost and no pool start-up is counted) with every cache emptied befo
 
     nice -n 10 python benchmarks/grading_throughput.py                         # both workloads, 3 passes
     nice -n 10 python benchmarks/grading_throughput.py --limit 2000 --passes 5
-    farm-bench -n 5 -- python benchmarks/grading_throughput.py --workload math --passes 1
+    python benchmarks/grading_throughput.py --workload math --grader math-verify  # plain math-verify, same items
 
 The printed figure per workload is min / median / max over the passes of CPU ms per answer.
 """
@@ -18,6 +18,7 @@ The printed figure per workload is min / median / max over the passes of CPU ms 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import glob
 import inspect
 import json
@@ -75,18 +76,36 @@ def math_workload() -> list[tuple[str, str, str, str]]:
 
 
 def _clear_caches() -> None:
-    try:  # the final-form reader's cache (issue 25); absent before it
-        from codapo_trl.rewards.final_form import read_form
+    """Empty every cache of the grader's modules (those of this version and of earlier ones that exist)."""
+    import importlib
 
-        read_form.cache_clear()
-    except ImportError:
-        pass
     grading._cache.clear()
     grading._gold_cache.clear()
-    for name in dir(grading):
-        function = getattr(grading, name)
-        if callable(getattr(function, "cache_clear", None)) and name != "_latex_extraction_config":
-            function.cache_clear()
+    for module_name in ("grading", "form_reading", "final_form", "computation", "equality", "judging"):
+        try:
+            module = importlib.import_module(f"codapo_trl.rewards.{module_name}")
+        except ImportError:
+            continue
+        for name in dir(module):
+            function = getattr(module, name)
+            if callable(getattr(function, "cache_clear", None)) and name != "_latex_extraction_config":
+                function.cache_clear()
+
+
+def one_pass_math_verify(items: list[tuple[str, str, str, str]]) -> float:
+    """CPU seconds for plain math-verify on the same items: `parse` of the gold (in a box) and of the completion,
+    `verify`, default settings but its own signal timeouts off (this process is the whole cost)."""
+    from math_verify import parse, verify
+
+    start = time.process_time()
+    for completion, gold, _, _ in items:
+        with contextlib.suppress(Exception):  # a failure is a verdict of 0, and costs what it cost
+            verify(
+                parse("\\boxed{" + gold + "}", parsing_timeout=None),
+                parse(completion, parsing_timeout=None),
+                timeout_seconds=None,
+            )
+    return time.process_time() - start
 
 
 def one_pass(items: list[tuple[str, str, str, str]]) -> float:
@@ -94,9 +113,10 @@ def one_pass(items: list[tuple[str, str, str, str]]) -> float:
     _clear_caches()
     start = time.process_time()
     columns = [[i[0] for i in items], [i[1] for i in items], [i[2] for i in items]]
-    if "questions" in inspect.signature(grade_answers).parameters:  # the grader before issue 25 read the questions
-        columns.append([i[3] for i in items])
-    grade_answers(*columns)
+    if "questions" in inspect.signature(grade_answers).parameters:  # before issue 25, and since issue 60
+        grade_answers(*columns, questions=[i[3] for i in items])
+    else:
+        grade_answers(*columns)
     return time.process_time() - start
 
 
@@ -105,6 +125,12 @@ def main() -> None:
     parser.add_argument("--workload", choices=["arithmetic", "math", "both"], default="both")
     parser.add_argument("--passes", type=int, default=3, help="timed passes per workload")
     parser.add_argument("--limit", type=int, default=None, help="at most this many arithmetic completions")
+    parser.add_argument(
+        "--grader",
+        choices=["codapo", "math-verify"],
+        default="codapo",
+        help="time this project's grader (`grade_answers`) or plain math-verify (`parse` and `verify`) on the same items",
+    )
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     configure_grader(num_workers=0)
@@ -115,7 +141,8 @@ def main() -> None:
     if args.workload in ("math", "both"):
         workloads["math"] = math_workload()
     for name, items in workloads.items():
-        per_answer_ms = [1000 * one_pass(items) / len(items) for _ in range(args.passes)]
+        timed = one_pass if args.grader == "codapo" else one_pass_math_verify
+        per_answer_ms = [1000 * timed(items) / len(items) for _ in range(args.passes)]
         logger.info(
             "%-10s %5d answers: CPU ms per answer min %.2f / median %.2f / max %.2f",
             name,

@@ -3,8 +3,8 @@
 - `math` -- the maths reward for TRL (`math_accuracy_reward`, binary accuracy, the paper's reward);
 - `grading` -- the grader behind it and `codapo-eval` (`grade_answers`, `configure_grader`, the verdict reasons),
   one pipeline: `extraction` (which part of an output is its final answer), `form_reading` (its LaTeX read as
-  written), `equality` (exact, typed comparison and the judgement against the question) and `checks` (answer types,
-  absurd answers);
+  written), `equality` (exact, typed comparison), `judging` (what the answer states, and whether it was computed,
+  against the question) and `checks` (answer types, absurd answers);
 - `code` -- the code-execution reward (pass rate of the completion's code on the problem's tests, in the sandbox);
   imported on first use, so maths training never loads the sandbox;
 - `deadline_pool` -- worker processes with a hard time limit per input (the judge runs there);

@@ -4,7 +4,7 @@
   reach SymPy.
 - **Answer types**: a `"choice"` answer is one letter A-J (`choice_letter`); a gold made of words is not a maths
   answer (`looks_like_prose`); two plain decimals are compared without parsing (`plain_number`). Whether a `"math"`
-  or `"number"` answer is paid is decided by `codapo_trl.rewards.equality`.
+  or `"number"` answer is paid is decided by `codapo_trl.rewards.judging`.
 - **Piecewise answers** (`cases_rows`): math-verify has no parser for `cases`; rows are compared normalised.
 """
 

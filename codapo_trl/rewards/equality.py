@@ -1,40 +1,31 @@
-"""Compare and judge: whether the one value an answer states equals its gold, exactly and by type, and whether the
-policy computed it or handed back an expression of the question (run in the grader's worker processes).
+"""Compare: whether two typed values are the same value, exactly (run in the grader's worker processes).
 
-The grader reads as one pipeline: `extraction` takes the answer out of the completion (the last box, or the text after
-a final-answer phrase), `form_reading` reads its LaTeX into a SymPy tree as written, and this module compares and
-judges. docs/rewards.md states the rule with examples; in short:
+Length: about 650 lines: typed values and the exact equality of each type (numbers, decimals at a precision,
+expressions in letters, sums, collections, intervals and relations) are one job, comparing; the judgement of what an
+answer states, against the question, is `judging`'s.
 
-1. **One value, every member agreeing.** A derivation in the box is read to its last clause (`\\sqrt{100-x}=9
-   \\Rightarrow x=19` reads `x=19`); an equality chain is read to its last member, a first member that names the
-   asked quantity is a label (`P(\\text{win}) = \\frac56`, `k_{\\max}=\\frac12`, `f(-2) = 18`), and every other
-   member must equal the value read (`\\frac{2\\times3+4}{2+3}=\\dots=2` is paid, `2+2=5` is not). Earlier clauses of
-   a derivation must hold for the value read where they can be checked.
-2. **Equality is exact and typed** (`Value`, `same_value`). Exact values compare exactly: rationals as rationals,
-   anything else by SymPy's exact simplification of the difference (with a 60-digit numerical check first, to
-   refuse quickly, and as the last resort only where both sides are exact and the difference vanishes to 45
-   digits). Nothing is rounded: a decimal answer stands for an exact gold only where the question asks for a decimal
-   or an approximation, to the precision it asks for; a decimal gold is matched to the precision it is written in.
-   A collection of values (a set or a list), a tuple, an interval, a relation, a matrix and a word are types: a
-   value of one type never equals one of another, except what denotes the same thing exactly (an inequality in one
-   variable and its interval, `\\emptyset` and "no solution", a pair and the open interval written the same way).
-3. **A numeral gold asks for a numeral.** When the gold is written as a plain number (an integer, a decimal, a
-   fraction in lowest terms, a mixed number), the answer must be one too (`\\boxed{5+2}` is not 7): the grader
-   could finish any arithmetic left in the answer, so it is not a value the policy computed.
-4. **Restatement is judged against the question** (`restates_question`). An answer that is, up to notation (the
-   order of sums and products, brackets, `\\frac` against `/`) or up to SymPy's automatic evaluation, an expression
-   the question itself states is refused, unless the gold is that same expression to the same degree (a "which of
-   these" question, or a question that quotes its answer). Any other closed form equal to the gold is paid
-   (factored or expanded, `\\binom{4020}{3015}^2` for `\\binom{4020}{1005}^2`).
+The grader reads as one pipeline: `extraction` takes the answer out of the completion, `form_reading` reads its LaTeX
+into a SymPy tree as written, this module compares, and `judging` decides what the answer states and whether it was
+computed (against the question). docs/rewards.md states the rule with examples. Here:
 
-Nothing strips letters from either side: a unit is read only where it is written as one (`form_reading`).
+- **Typed values** (`Value`, `read_value`): a scalar, a collection of values (a set or a list, order-free), a tuple,
+  a pair `(a, b)` (a point, or the open interval written the same way), an interval or a union of them, a relation,
+  a matrix, a word, the empty set. A value of one type never equals one of another, except what denotes the same
+  thing exactly (an inequality in one variable and its interval, `\\emptyset` and "no solution", a pair and an open
+  interval).
+- **Exact equality** (`same_value`): rationals compare as rationals, anything else by SymPy's exact simplification
+  of the difference, with a 60-digit numerical estimate first (to refuse a clearly non-zero difference at once);
+  only where SymPy cannot simplify, a difference that vanishes to 45 digits (at seven rational points of both signs
+  and several sizes, for letters). Nothing is rounded: a decimal that spells the gold's exact value is exact; any
+  other decimal stands for an exact gold only where the question asks for a decimal (`asked_precision`), to the
+  place it asks for; a decimal gold is matched at the place it is written to.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
-import random
 import re
 from dataclasses import dataclass
 from fractions import Fraction
@@ -42,41 +33,13 @@ from typing import Any
 
 import sympy
 
-from codapo_trl.rewards.form_reading import Mixed, prepare, read_form
+from codapo_trl.rewards.form_reading import Mixed, read_form
 
 
-__all__ = [
-    "FALSE_RELATION",
-    "NOT_A_NUMBER",
-    "NOT_CLOSED",
-    "OTHER_RELATION",
-    "OTHER_TYPE",
-    "RESTATED",
-    "SEVERAL_VALUES",
-    "UNREADABLE",
-    "Value",
-    "judge",
-    "numeral",
-    "read_gold",
-    "read_value",
-    "restates_question",
-    "same_value",
-]
+__all__ = ["Value", "asked_precision", "evaluate", "numeral", "read_value", "same_value"]
 
-NOT_A_NUMBER = "not a numeric literal"
-SEVERAL_VALUES = "states several values"
-FALSE_RELATION = "a member of its chain is not the answer"
-OTHER_RELATION = "states a relation, not a value"
-UNREADABLE = "answer not readable as written"
-RESTATED = "restates an expression of the question"
-OTHER_TYPE = "a value of another type"
-NOT_CLOSED = "an operation written out, not carried out"
 
-# Bounds on what the question contributes (the worker's deadline bounds the rest).
-_MAX_QUESTION_CHARS = 20_000
-_MAX_QUESTION_PIECES = 64
-_MAX_PIECE_CHARS = 400
-_MAX_QUESTION_KEYS = 4_000
+MAX_QUESTION_CHARS = 20_000  # the tail of a question that is read (the worker's deadline bounds the rest)
 _MAX_ITEMS = 32  # members of a collection, tuple or matrix compared pairwise
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -199,8 +162,8 @@ def _evaluated_key(node: Any) -> str:
 # Typed values
 # ---------------------------------------------------------------------------------------------------------------------
 
-SCALAR, COLLECTION, TUPLE, PAIR, INTERVAL, RELATION, MATRIX, TEXT, EMPTY = (
-    "scalar", "collection", "tuple", "pair", "interval", "relation", "matrix", "text", "empty",
+SCALAR, COLLECTION, TUPLE, PAIR, INTERVAL, RELATION, MATRIX, TEXT, EMPTY, APPROXIMATE = (
+    "scalar", "collection", "tuple", "pair", "interval", "relation", "matrix", "text", "empty", "approximate",
 )  # fmt: skip
 _EMPTY_WORDS = frozenset(
     {"nosolution", "nosolutions", "norealsolution", "norealsolutions", "none", "emptyset", "varnothing", "nosuch"}
@@ -212,16 +175,18 @@ class Value:
     """One value as read, with its type.
 
     Args:
-        kind (`str`): `scalar`, `collection` (a set or a list: order-free), `tuple`, `pair` (`(a, b)`: a point or the
+        kind (`str`): `approximate` (a gold that says it is a rounding: `\\approx 2.2056`), `scalar`, `collection` (a set or a list: order-free), `tuple`, `pair` (`(a, b)`: a point or the
             open interval, written the same way), `interval` (an interval or a union of them), `relation`, `matrix`,
             `text` (a word answer) or `empty` (the empty set, "no solution").
         node (`Any`): The SymPy tree as written.
         items (`tuple`): The members of a collection, tuple, pair or matrix (as written), else `(node,)`.
+        text (`str`): The prepared text the value was read from (a decimal's places are counted on it).
     """
 
     kind: str
     node: Any
     items: tuple = ()
+    text: str = ""
 
 
 def _word_name(node: Any) -> str | None:
@@ -231,6 +196,10 @@ def _word_name(node: Any) -> str | None:
 
 
 def _typed(node: Any, text: str) -> Value:
+    return dataclasses.replace(_typed_value(node, text), text=text.strip())
+
+
+def _typed_value(node: Any, text: str) -> Value:
     stripped = text.strip()
     if isinstance(node, sympy.Eq) and isinstance(node.lhs, sympy.Symbol) and isinstance(node.rhs, sympy.Set):
         node, stripped = node.rhs, re.split(r"\\in(?![A-Za-z])|=", stripped, maxsplit=1)[-1].strip()  # x \in [0, 1)
@@ -239,7 +208,10 @@ def _typed(node: Any, text: str) -> Value:
     if _word_name(node) is not None and not node.name.startswith(("\\", "_")):
         return Value(TEXT, node)
     if isinstance(node, sympy.FiniteSet):
-        return Value(COLLECTION, node, tuple(node.args))
+        items = tuple(node.args)
+        if len(items) > 1 and all(_one_variable_set(item) is not None for item in items):
+            return Value(RELATION, sympy.Or(*items, evaluate=False))  # `x<1 \\text{ or } x>2`: one relation
+        return Value(COLLECTION, node, items)
     if isinstance(node, sympy.Tuple):
         return Value(TUPLE, node, tuple(node.args))
     if isinstance(node, sympy.Interval):
@@ -352,12 +324,17 @@ def _zero(difference: Any, scale: Any) -> bool:
     return estimate is not None and abs(estimate) < 1e-45  # exact sides whose difference vanishes to 45 digits
 
 
+# Where a difference in letters is tried: both signs, small and large, never an integer (no accidental root).
+_POINTS = tuple(sympy.Rational(p, q) for p, q in ((-37, 3), (-5, 2), (-1, 7), (3, 11), (7, 4), (13, 2), (1501, 7)))
+
+
 def _zero_at_points(difference: Any) -> bool:
-    """A difference in letters that SymPy cannot simplify to 0: zero to 40 digits at five rational points."""
+    """A difference in letters that SymPy cannot simplify to 0: zero to 40 digits at seven points of both signs and
+    of sizes from 1/7 to 214 (so `|x|`, `\\max(x, 0)`, `x + e^{-1000x}` or `\\min(x^2, 100)` is not `x` or `x^2`),
+    each letter at its own point."""
     symbols = sorted(difference.free_symbols, key=str)
-    generator = random.Random(20260)
-    for _ in range(5):
-        point = {s: sympy.Rational(generator.randint(11, 97), generator.randint(7, 31)) for s in symbols}
+    for shift in range(len(_POINTS)):
+        point = {s: _POINTS[(shift + i) % len(_POINTS)] for i, s in enumerate(symbols)}
         try:
             value = _numeric(difference.xreplace(point), 60)
         except Exception:  # noqa: BLE001
@@ -380,6 +357,9 @@ def _scalar_equal(answer: Any, gold: Any, context: _Context) -> bool:
         return _within(answer, gold, ulp if ulp > 0 else _written_ulp(context.answer_text))
     if answer == gold:
         return True  # the same tree (`\\infty`, `\\pi`): nothing to compute
+    same = _same_sum(answer, gold)
+    if same is not None:
+        return same
     try:
         a, g = _exact(answer), _exact(gold)
         if a == g:
@@ -395,6 +375,24 @@ def _scalar_equal(answer: Any, gold: Any, context: _Context) -> bool:
     return False
 
 
+def _same_sum(answer: Any, gold: Any) -> bool | None:
+    """Two sums over one index each, compared term by term after shifting the index (`\\sum_{k=1}^{2025}
+    \\sqrt{\\frac{k+1}{k}}` is `\\sum_{i=2}^{2026}\\sqrt{\\frac{i}{i-1}}`), without adding their terms up; `None`
+    when they are not two such sums."""
+    if not (isinstance(answer, sympy.Sum) and isinstance(gold, sympy.Sum)):
+        return None
+    if len(answer.limits) != 1 or len(gold.limits) != 1:
+        return None
+    (i, low, high), (j, gold_low, gold_high) = answer.limits[0], gold.limits[0]
+    shift = evaluate(gold_low - low)
+    if evaluate(gold_high - high - shift) != 0:
+        return False
+    k = sympy.Symbol("k_index", integer=True)
+    term = evaluate(answer.function.xreplace({i: k}))
+    gold_term = evaluate(gold.function.xreplace({j: k + shift}))
+    return _zero(evaluate(term - gold_term), sympy.Integer(1))
+
+
 def _within(answer: Any, gold: Any, ulp: Fraction | None) -> bool:
     """Whether `answer` is `gold` rounded at `ulp` (half of it either way), exactly in rationals."""
     if ulp is None:
@@ -406,6 +404,14 @@ def _within(answer: Any, gold: Any, ulp: Fraction | None) -> bool:
             return False
         return abs(estimate_a.real - estimate_g.real) <= float(ulp) / 2 * (1 + 1e-12)
     return abs(a - g) <= ulp / 2
+
+
+def _approximately(answer: Any, gold: Any, context: _Context) -> bool:
+    """A gold that is itself an approximation (`\\approx 2.2055694304`): a decimal answer of three significant
+    digits or more is the gold rounded at the answer's own last place; an exact answer is the gold at the gold's."""
+    if _has_float(answer):
+        return _within(answer, gold, _written_ulp(context.answer_text))
+    return _within(answer, gold, context.gold_ulp)
 
 
 def _as_fraction(node: Any) -> Fraction | None:
@@ -482,7 +488,7 @@ def asked_precision(question: str) -> Fraction | None:
 
         ```
     """
-    text = question[-_MAX_QUESTION_CHARS:]
+    text = question[-MAX_QUESTION_CHARS:]
     if not _ASKS_DECIMAL_RE.search(text):
         return None
     nearest = _NEAREST_RE.search(text)
@@ -547,6 +553,8 @@ def _relations_equal(a: Any, b: Any) -> bool:
     """Two equations are equal when one side minus the other of each is a non-zero constant multiple of the other's
     (`2y = 4x + 6` is `y = 2x + 3`); two inequalities in one variable when they hold on the same set."""
     if isinstance(a, sympy.Eq) and isinstance(b, sympy.Eq):
+        if not (a.free_symbols and b.free_symbols):
+            return False  # an equation in no letter states a value (a label on the left), compared as that value
         left, right = evaluate(a.lhs - a.rhs), evaluate(b.lhs - b.rhs)
         if left == 0 or right == 0:
             return left == right
@@ -590,6 +598,7 @@ def same_value(answer: Value, gold: Value, context: _Context | None = None) -> b
 
     Example:
         ```python
+        >>> from codapo_trl.rewards.form_reading import prepare
         >>> v = lambda t: read_value(prepare(t)[0])
         >>> same_value(v("1+\\\\sqrt2"), v("\\\\sqrt{3+2\\\\sqrt2}")), same_value(v("(1,5)"), v("\\\\{1,5\\\\}"))
         (True, False)
@@ -600,6 +609,8 @@ def same_value(answer: Value, gold: Value, context: _Context | None = None) -> b
     """
     context = context or _Context("", "", "")
     kinds = {answer.kind, gold.kind}
+    if gold.kind == APPROXIMATE and answer.kind == SCALAR:
+        return _approximately(answer.node, gold.node, context)
     if answer.kind == gold.kind == SCALAR:
         return _scalar_equal(answer.node, gold.node, context)
     if answer.kind == gold.kind == COLLECTION:
@@ -621,407 +632,3 @@ def same_value(answer: Value, gold: Value, context: _Context | None = None) -> b
     if kinds <= {INTERVAL, PAIR, RELATION, EMPTY} and kinds & {INTERVAL, RELATION, EMPTY}:
         return _sets_equal(_as_set(answer), _as_set(gold))  # an inequality in one variable is its interval
     return False
-
-
-# ---------------------------------------------------------------------------------------------------------------------
-# The question's own expressions
-# ---------------------------------------------------------------------------------------------------------------------
-
-_MATH_SPAN_RE = re.compile(r"\$\$(.+?)\$\$|\$(.+?)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]", re.DOTALL)
-# Plain-text maths outside delimiters: runs without spaces (`x^2-1`, `(x+1)^2`, `sqrt(8)`, `7/2`) and arithmetic
-# spaced around its operators (`12 + 7`), ending before punctuation that closes a sentence.
-_BARE_MATH_RE = re.compile(r"[^\s,;:?!$]+(?:\s*[-+*/^=×÷·]\s*[^\s,;:?!$]+)*")
-_BARE_MARK_RE = re.compile(r"[\d+\-*/^()=×÷·√]")
-_PLAIN_SQRT_RE = re.compile(r"(?<![\\A-Za-z])sqrt\(([^()]*)\)")
-_PLAIN_FUNCTIONS_RE = re.compile(r"(?<![\\A-Za-z])(sqrt|sin|cos|tan|log|ln|exp|pi)(?![A-Za-z])")
-_PIECE_SPLIT_RE = re.compile(
-    r"\\(?:le|ge|leq|geq|ne|neq|approx|Rightarrow|implies|iff|quad|qquad|text\s*\{[^{}]*\})(?![A-Za-z])|[=<>,;:]"
-)
-
-
-def _pieces(question: str) -> list[str]:
-    """The maths a question writes (its `$...$`, `\\(...\\)` and `\\[...\\]` spans, and plain arithmetic such as
-    `12 + 7`), cut at relations and commas: each piece is an expression the question states."""
-    text = question[-_MAX_QUESTION_CHARS:]
-    spans = [next(g for g in m.groups() if g is not None) for m in _MATH_SPAN_RE.finditer(text)]
-    for match in _BARE_MATH_RE.finditer(_MATH_SPAN_RE.sub(" ", text)):
-        run = match.group().rstrip(".")
-        if _BARE_MARK_RE.search(run) and re.search(r"[\dA-Za-z]", run):
-            run = _PLAIN_SQRT_RE.sub(r"\\sqrt{\1}", run)  # sqrt(8) is \\sqrt{8}
-            spans.append(_PLAIN_FUNCTIONS_RE.sub(lambda m: "\\" + m.group(1), run).replace("×", "\\times "))
-    pieces: list[str] = []
-    for span in spans:
-        for piece in _PIECE_SPLIT_RE.split(span):
-            piece = piece.strip()
-            if piece and len(piece) <= _MAX_PIECE_CHARS and any(c.isalnum() for c in piece):
-                pieces.append(piece)
-        pieces.append(span.strip())
-        if len(pieces) >= _MAX_QUESTION_PIECES:
-            break
-    return pieces[:_MAX_QUESTION_PIECES]
-
-
-@functools.lru_cache(maxsize=256)
-def _question_keys(question: str) -> tuple[frozenset[str], frozenset[str]]:
-    """The keys (as written, and after SymPy's automatic evaluation) of every compound expression the question
-    states, and of every compound part of one."""
-    from codapo_trl.rewards.checks import precheck
-
-    written: set[str] = set()
-    evaluated: set[str] = set()
-    for piece in _pieces(question):
-        if len(piece) > _MAX_PIECE_CHARS or precheck(piece) is not None:
-            continue
-        prepared = prepare(piece)[0]
-        node = read_form(prepared) if prepared else None
-        if not isinstance(node, sympy.Basic):
-            continue
-        for part in sympy.preorder_traversal(node):
-            if len(written) >= _MAX_QUESTION_KEYS:
-                break
-            if isinstance(part, sympy.Basic) and part.args and not isinstance(part, sympy.Number):
-                written.add(_key(part))
-                evaluated.add(_evaluated_key(part))
-    return frozenset(written), frozenset(evaluated)
-
-
-def restates_question(answer: Any, gold: Any, question: str) -> bool:
-    """Whether `answer` (a tree as written) hands back an expression the question states: the same expression up to
-    notation, or up to SymPy's automatic evaluation, where the gold is not that expression to the same degree.
-
-    Example:
-        ```python
-        >>> q = "Simplify $\\\\sqrt{8}$."
-        >>> restates_question(read_form("\\\\sqrt{8}"), read_form("2\\\\sqrt2"), q)
-        True
-        >>> restates_question(read_form("2\\\\sqrt2"), read_form("2\\\\sqrt2"), q)
-        False
-        >>> restates_question(read_form("7+12"), read_form("19"), "What is 12 + 7?")
-        True
-
-        ```
-    """
-    if not question or not isinstance(answer, sympy.Basic) or not answer.args or numeral(answer) is not None:
-        return False  # a numeral has nothing left to compute, whatever the question writes (`\\frac72` for 7/2)
-    written, evaluated = _question_keys(question)
-    answer_key = _key(answer)
-    if answer_key == _key(gold):
-        return False  # written as the gold is: the question states its own answer ("which of these")
-    if answer_key in written:
-        return True
-    evaluated_key = _evaluated_key(answer)
-    return evaluated_key in evaluated and _evaluated_key(gold) != evaluated_key
-
-
-# ---------------------------------------------------------------------------------------------------------------------
-# Reading the gold, and the verdict
-# ---------------------------------------------------------------------------------------------------------------------
-
-_UNIT_AFTER_NUMBER_RE = re.compile(r"([-+]?\d+(?:\.\d+)?)\s+[A-Za-z]{1,3}(?:\s*/\s*[A-Za-z]{1,3})?(?:\^\{?\d\}?)?")
-_OR_RE = re.compile(r"\bor\b")
-_ALTERNATIVES_RE = re.compile(r"\s+OR\s+|\s*\\(?:text|mathrm)\s*\{\s*OR\s*\}\s*")
-
-
-@functools.lru_cache(maxsize=4096)
-def read_gold(gold: str) -> tuple[Value, ...] | None:
-    """The values a gold answer accepts: one, or several alternatives joined by `OR` (Omni-MATH's way of writing two
-    forms of one answer) or by "or" (`2 \\text{ or } 3`: either value, or both where the question asks for all);
-    `None` when it cannot be read. A `\\pm` stands for both values, and a unit written after a number (`7 m`) may
-    be left out.
-
-    Example:
-        ```python
-        >>> [v.kind for v in read_gold("\\\\frac{1}{2} OR 0.5")], [v.kind for v in read_gold("1 \\\\text{ or } 5")]
-        (['scalar', 'scalar'], ['scalar', 'scalar', 'collection'])
-        >>> read_gold("\\\\frac{-4\\\\pm\\\\sqrt{31}}{15}")[0].kind
-        'collection'
-
-        ```
-    """
-    values = []
-    for part in _ALTERNATIVES_RE.split(gold):
-        prepared, _ = prepare(part)
-        value = _read_members(prepared) if prepared else None
-        if value is None:
-            continue
-        if value.kind == RELATION and isinstance(value.node, sympy.Eq) and _is_label(value.node.lhs):
-            value = _typed(value.node.rhs, _top_level_split(prepared, _EQUALS_RE)[-1])  # `y = 2x + 3`: its value
-        unit = _UNIT_AFTER_NUMBER_RE.fullmatch(prepared)
-        if unit is not None and value.kind == SCALAR:
-            number = read_form(unit.group(1))  # `7 m`, `48 km/h`: a unit written after the number, as datasets do
-            if number is not None:
-                values.append(Value(SCALAR, number, (number,)))
-        if value.kind == COLLECTION and len(value.items) > 1 and _OR_RE.search(part):
-            values.extend(_typed(item, str(item)) for item in value.items)  # `2 \\text{ or } 3`: either one
-            values.append(value)  # ...or both, where the question asks for every value
-            continue
-        if value.kind == COLLECTION and len(value.items) > 1:
-            first = Value(SCALAR, value.items[0], (value.items[0],))
-            if all(same_value(Value(SCALAR, item, (item,)), first) for item in value.items[1:]):
-                values.extend(Value(SCALAR, item, (item,)) for item in value.items)  # forms of one value
-                continue
-        values.append(value)
-    return tuple(values) or None
-
-
-_CLAUSE_RE = re.compile(r"\\(?:Rightarrow|implies|Longrightarrow|therefore|iff|Leftrightarrow)(?![A-Za-z])|;")
-_DOTS_RE = re.compile(r"^\s*(?:\\[lc]?dots|\\ldots|\.\.\.|…)\s*$")
-
-
-def _top_level_split(text: str, separators: re.Pattern) -> list[str]:
-    parts, depth, start = [], 0, 0
-    for match in separators.finditer(text):
-        depth = _depth(text, match.start())
-        if depth == 0:
-            parts.append(text[start : match.start()])
-            start = match.end()
-    parts.append(text[start:])
-    return parts
-
-
-def _depth(text: str, end: int) -> int:
-    depth = 0
-    index = 0
-    while index < end:
-        char = text[index]
-        if char == "\\" and index + 1 < end and text[index + 1] in "{}":
-            index += 2
-            continue
-        if char in "{([":
-            depth += 1
-        elif char in "})]":
-            depth -= 1
-        index += 1
-    return depth
-
-
-_EQUALS_RE = re.compile(r"(?<![<>!:\\])=(?!=)")
-_COMMA_RE = re.compile(r",")
-_NEGATED_RE = re.compile(r"\\not(?![A-Za-z])|\\neq?(?![A-Za-z])|\u2260|!=")
-_LABELLED_LIST_RE = re.compile(r"\s*[A-Za-z](?:_\{?\w+\}?)?\s*=\s*([^=]+,[^=]+)")
-
-
-def _is_label(node: Any) -> bool:
-    """A name that labels a value: `x`, `a_1`, `f(x)`, `f(3)`, `QM`, `\\tan A`, `f^{-1}(x)`."""
-    from sympy.core.function import AppliedUndef
-
-    if isinstance(node, (sympy.Symbol, AppliedUndef)):
-        return True
-    if isinstance(node, sympy.Mul):
-        return all(isinstance(f, (sympy.Symbol, AppliedUndef)) for f in node.args)  # QM, AB
-    if isinstance(node, sympy.Pow):
-        return node.args[1] == -1 and _is_label(node.args[0])  # f^{-1}(x)
-    if isinstance(node, sympy.Function) and len(node.args) == 1:
-        return isinstance(node.args[0], sympy.Symbol)  # \\tan A
-    return False
-
-
-def _rounded_to(node: Any) -> Any:
-    """The exact side of `exact \\approx decimal` when the decimal is that value rounded (or cut) at its own last
-    place (`\\sqrt{53} \\approx 7.28`); else `None` (`19 \\approx 20` states no value)."""
-    if not (str(getattr(node, "func", "")) == "approx" and len(node.args) == 2):
-        return None
-    exact, rounded = node.args
-    if not getattr(rounded, "is_Float", False) or _has_float(exact):
-        return None
-    places = len(str(rounded).rstrip("0").partition(".")[2])
-    estimate = _numeric(_exact(exact))
-    if estimate is None or estimate.imag:
-        return None
-    return exact if abs(estimate.real - float(rounded)) <= 10.0**-places else None
-
-
-def _approximates(node: Any) -> bool:
-    return isinstance(node, sympy.Basic) and any(
-        str(getattr(part, "func", "")) == "approx" for part in sympy.preorder_traversal(node)
-    )
-
-
-@dataclass(frozen=True)
-class Reading:
-    """What the judge read of an answer: the value read (`None` with `reason` when it was refused before any
-    comparison), the members of its chain that must agree with it, and the text of the value read."""
-
-    value: Value | None
-    others: tuple = ()
-    text: str = ""
-    reason: str | None = None
-    clauses: tuple = ()
-    raw: str = ""
-
-
-def _read_answer(answer: str, gold_is_relation: bool, gold_has_letters: bool) -> Reading:
-    clauses = [c for c in _top_level_split(answer, _CLAUSE_RE) if c.strip()]
-    if not clauses:
-        return Reading(None, reason=UNREADABLE)
-    last = clauses[-1]
-    if _NEGATED_RE.search(last):
-        return Reading(None, reason=OTHER_RELATION)  # `x \not= 19`, `x \neq 19` state no value
-    prepared, problem = prepare(last)
-    if problem is not None:
-        return Reading(None, reason=problem)
-    listed = _LABELLED_LIST_RE.fullmatch(prepared)
-    if listed is not None and not gold_is_relation:
-        prepared = listed.group(1)  # `x = -2, 7`: the name of the values listed
-    if gold_is_relation:
-        value = _read_members(prepared)
-        return Reading(value, text=prepared, reason=None if value else UNREADABLE, raw=last)
-    members = [m for m in _top_level_split(prepared, _EQUALS_RE) if not _DOTS_RE.match(m)]
-    if len(members) == 1 or len(_top_level_split(prepared, _COMMA_RE)) > 1:  # `x=1, x=5`: a collection
-        value = _read_members(prepared)
-        return Reading(
-            value, text=prepared, reason=None if value else UNREADABLE, clauses=tuple(clauses[:-1]), raw=last
-        )
-    readings = [(m, _member(m)) for m in members]
-    if len(readings) == 2 and readings[1][1] is not None and _is_label(readings[1][1]):
-        readings.reverse()  # `19 = x`: the name on the right
-    first_text, first = readings[0]
-    label = (
-        not first_text.strip()  # `\\operatorname{lcm} = 90`: a name in words, dropped by `prepare`
-        or (first is None and re.search(r"[A-Za-z]", first_text) is not None)
-        or (first is not None and _is_label(first))
-        or (first is not None and not gold_has_letters and bool(getattr(first, "free_symbols", None)))
-    )
-    rest = readings[1:] if label else readings
-    if any(node is None for _, node in rest):
-        return Reading(None, reason=UNREADABLE)
-    value_text = rest[-1][0].strip()
-    value = _read_members(value_text)
-    if value is None:
-        return Reading(None, reason=UNREADABLE)
-    others = tuple(_typed(node, text) for text, node in rest[:-1])
-    return Reading(value, others, value_text, clauses=tuple(clauses[:-1]), raw=last)
-
-
-def _member(text: str) -> Any:
-    """The tree of one member of a chain (a `\\pm` in it read as both values), or `None`."""
-    if not text.strip():
-        return None
-    if re.search(r"\\(?:pm|mp)(?![A-Za-z])", text):
-        value = _read_members(text.strip())
-        return None if value is None else value.node
-    return read_form(text.strip())
-
-
-def _clauses_hold(clauses: tuple, value: Value) -> bool:
-    """Whether the earlier clauses of a derivation hold for the value read, where that can be checked: a clause in
-    numbers must be true, a clause in the one letter the value names must be true at that value."""
-    for clause in clauses[-4:]:
-        prepared, _ = prepare(clause)
-        node = read_form(prepared) if prepared else None
-        if not isinstance(node, sympy.Eq) or value.kind != SCALAR:
-            continue
-        symbols = node.free_symbols
-        try:
-            if not symbols:
-                truth = _zero(evaluate(node.lhs - node.rhs), sympy.Integer(1))
-            elif len(symbols) == 1 and value.node is not None and not value.node.free_symbols:
-                symbol = next(iter(symbols))
-                difference = evaluate((node.lhs - node.rhs).xreplace({symbol: evaluate(value.node)}))
-                truth = _zero(difference, sympy.Integer(1))
-            else:
-                continue
-        except Exception:  # noqa: BLE001
-            continue
-        if not truth:
-            return False
-    return True
-
-
-def judge(answer: str, gold: str, question: str = "", kind: str = "math") -> tuple[bool | None, str | None, str, str]:
-    """The verdict on one extracted answer against one extracted gold: `(correct, reason, answer_read, gold_read)`.
-
-    `correct` is `None` when the gold cannot be read. `kind` is `"math"`, `"number"` (the answer must be a numeral
-    whatever the gold) or `"value"` (the value only: no numeral rule and no question, for analyses).
-
-    Example:
-        ```python
-        >>> judge("\\\\frac{2\\\\times3+4}{2+3}=\\\\dots=2", "2")[:2], judge("2+2=5", "5")[:2]
-        ((True, None), (False, 'a member of its chain is not the answer'))
-        >>> judge("0.0", "2^{-30}")[:2], judge("\\\\{1,5\\\\}", "(1,5)")[:2]
-        ((False, None), (False, None))
-        >>> judge("\\\\cos 3\\\\theta", "4\\\\cos^3\\\\theta-3\\\\cos\\\\theta", "Express $\\\\cos 3\\\\theta$ in terms of $\\\\cos\\\\theta$.")[:2]
-        (False, 'restates an expression of the question')
-
-        ```
-    """
-    golds = read_gold(gold)
-    if golds is None:
-        return None, "gold not parseable", "", ""
-    gold_text = sympy.sstr(golds[0].node, full_prec=False)[:200]
-    gold_is_relation = all(g.kind == RELATION for g in golds)
-    letters = any(isinstance(g.node, sympy.Basic) and bool(g.node.free_symbols) for g in golds)
-    reading = _read_answer(answer, gold_is_relation, letters)
-    if reading.value is None:
-        return False, reading.reason, "", gold_text
-    value = reading.value
-    answer_text = sympy.sstr(value.node, full_prec=False)[:200]
-    if value.kind == SCALAR and _approximates(value.node):
-        exact = _rounded_to(value.node)
-        if exact is None:
-            return False, OTHER_RELATION, answer_text, gold_text
-        value = Value(SCALAR, exact, (exact,))
-    verdict_reason: str | None = None
-    for gold_value in golds:
-        gold_prepared = prepare(_ALTERNATIVES_RE.split(gold)[0])[0] or gold
-        context = _Context(question if kind != "value" else "", reading.text, gold_prepared)
-        reason = _judge_against(value, reading, gold_value, kind, context)
-        if reason is None:
-            return True, None, answer_text, gold_text
-        verdict_reason = verdict_reason or (reason if reason != "" else None)
-    return False, verdict_reason, answer_text, gold_text
-
-
-_NOT_CARRIED_OUT = (
-    sympy.Integral, sympy.Sum, sympy.Product, sympy.Limit, sympy.Derivative, sympy.Determinant,
-)  # fmt: skip
-
-
-def _left_to_carry_out(node: Any) -> bool:
-    """Whether an answer still holds an integral, a sum, a product, a limit, a derivative or a determinant: an
-    operation written out, not carried out, so no closed form of a value."""
-    return isinstance(node, sympy.Basic) and node.has(*_NOT_CARRIED_OUT)
-
-
-def _squeezed(text: str) -> str:
-    return re.sub(r"\s+|\\[,;:! ]|\\left|\\right", "", text)
-
-
-def _restates_text(raw: str, context: _Context) -> bool:
-    """Whether the answer, as the policy wrote it, is a piece the question writes (`0.\\overline{36}` for "Express
-    $0.\\overline{36}$ as a fraction"), where the gold is written otherwise; what `prepare` reads before the
-    comparison (a repeating decimal read as its fraction) cannot hide it."""
-    answer = _squeezed(raw)
-    return (
-        bool(answer)
-        and answer != _squeezed(context.gold_text)
-        and answer in {_squeezed(piece) for piece in _pieces(context.question)}
-    )
-
-
-def _judge_against(value: Value, reading: Reading, gold: Value, kind: str, context: _Context) -> str | None:
-    """`None` when `value` is paid for `gold`; else the reason (`""` for a plain wrong value)."""
-    if value.kind == RELATION and gold.kind == SCALAR:
-        return OTHER_RELATION
-    gold_number = numeral(gold.node) if gold.kind == SCALAR else None
-    if kind == "number" or (kind != "value" and gold_number is not None):
-        if value.kind != SCALAR:
-            return SEVERAL_VALUES if value.kind in (COLLECTION, TUPLE, PAIR) else OTHER_TYPE
-        if numeral(value.node) is None:
-            return NOT_A_NUMBER
-    if value.kind in (COLLECTION, TUPLE, PAIR) and gold.kind == SCALAR:
-        return SEVERAL_VALUES
-    if _left_to_carry_out(value.node) and not _left_to_carry_out(gold.node):
-        return NOT_CLOSED
-    if not same_value(value, gold, context):
-        return ""
-    for other in reading.others:
-        if not same_value(other, value):
-            return FALSE_RELATION
-    if reading.clauses and not _clauses_hold(reading.clauses, value):
-        return FALSE_RELATION
-    if kind != "value" and context.question and restates_question(value.node, gold.node, context.question):
-        return RESTATED
-    if kind != "value" and context.question and _restates_text(reading.raw, context):
-        return RESTATED
-    return None

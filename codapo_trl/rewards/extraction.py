@@ -34,8 +34,12 @@ _PHRASE_RE = re.compile(
     r"|\b(?:a\s+)?resposta(?:\s+final)?\s*(?:é|:)"
     r"|\b(?:la\s+)?réponse(?:\s+finale)?\s*(?:est\b|:)"
     r"|\b(?:la\s+)?risposta(?:\s+finale)?\s*(?:è|:)"
-    r"|\b(?:die\s+)?(?:endgültige\s+)?antwort\s*(?:ist\b|lautet\b|:)"
-    r"|\b(?:окончательный\s+)?ответ\s*(?::|—|–|-|равен\b)",
+    r"|\b(?:die\s+)?(?:endgültige\s+)?antwort\s*(?:ist\b|lautet\b|:)|\bist\s+die\s+(?:endgültige\s+)?antwort\b"
+    r"|(?<![\u4e00-\u9fff])答\s*[:：]"
+    r"|\b(?:окончательный\s+|финальный\s+)?ответ\s*(?::|—|–|-|равен\b)"
+    # a "final answer" heading over a display, in those languages
+    r"|(?:\b(?:respuesta|resposta)\s+final|\bréponse\s+finale|\bendgültige\s+antwort|\brisposta\s+finale"
+    r"|\b(?:финальный|окончательный)\s+ответ|最终答案)(?=[\s*:：.#]*(?:\$|\\\[|\\\())",
     re.IGNORECASE,
 )
 _FRAGMENT_END_RE = re.compile(
@@ -92,6 +96,9 @@ _NEGATION_AFTER_RE = re.compile(
 _SECOND_VALUE_RE = re.compile(
     r"^\s*(?:or|and|o|y|e|ou|et|oder|und|или|и|或者|或|和|及|与|と|や|또는|및)\s*(?:\$|\\\(|[-+]?\d)", re.IGNORECASE
 )
+# What separates a phrase from its answer: space, emphasis, a colon, a closing brace, a heading's full stop (never
+# the point of `.5`).
+_AFTER_PHRASE_RE = re.compile(r"^[ \t\r\n*:：}]*(?:\.(?=\s))?[ \t\r\n*:：}]*")
 _CJK_ANCHOR_RE = re.compile(r"[\u3040-\u30ff\u4e00-\u9fff\uac00-\ud7af]")
 
 
@@ -101,7 +108,7 @@ def _after_last_phrase(text: str) -> str | None:
         pass
     if match is None:
         return None
-    rest = text[match.end() :].lstrip(" \t\r\n*:：")  # "Final Answer:\n\n$$7$$" is common
+    rest = _AFTER_PHRASE_RE.sub("", text[match.end() :], count=1)  # "Final Answer:\n\n$$7$$", "\\textbf{Answer:} 7"
     fragment = _answer_fragment(rest)
     if fragment is None:
         return None
@@ -131,7 +138,7 @@ def _answer_fragment(rest: str) -> str | None:
     fragment = _strip_math_delimiters(fragment.strip(" \t*"))
     if fragment.count("$") == 1:  # a currency sign (`$19`, `\\$19`), not a math delimiter
         fragment = fragment.replace("\\$", "").replace("$", "")
-    return fragment.strip(" .*") or None
+    return fragment.rstrip(" .*").lstrip(" *") or None  # `.5` keeps its point
 
 
 def extract_final_answer(text: str | None) -> str | None:

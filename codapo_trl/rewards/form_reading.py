@@ -1,12 +1,16 @@
-"""Reading a maths answer as written: the LaTeX the grader reads (`prepare`), the unit it carries (`unit_of`) and its
-SymPy tree (`read_form`).
+"""Reading a maths answer as written: the LaTeX the grader reads (`prepare`), the numbers it writes
+(`join_digit_groups`, `juxtaposed_numbers`), the unit it carries (`unit_of`) and its SymPy tree (`read_form`).
 
-The judge (`codapo_trl.rewards.equality`) compares this tree. It is math-verify's own LaTeX parser
-(`latex2sympy2_extended`) with the few evaluations that parser makes by itself switched off, so that `\\frac68` stays a
-quotient of 6 by 8, `\\binom84` a binomial, `3\\frac12` a mixed number, `-(-19)` a double negation, `e^{\\ln 19}` an
-exponential, `\\det` a determinant and `x \\approx 19` an approximation. The converter's private class is
-subclassed here and nowhere else; a new version of the parser that evaluates something more by itself would make
-that form pass the rule unseen (docs/rewards.md lists this among what rests on a list).
+Length: about 650 lines: the read step of the grader's pipeline (extract, read, compare, judge) is one job; the
+number tokens came here from the deleted `computation.py` (issue 60), since only reading uses them.
+
+The grader compares this tree (`codapo_trl.rewards.equality`) and judges it (`codapo_trl.rewards.judging`). The tree
+is math-verify's own LaTeX parser (`latex2sympy2_extended`) with the few evaluations that parser makes by itself
+switched off, and with letters keeping their case, so that `\\frac68` stays a quotient of 6 by 8, `\\binom84` a
+binomial, `3\\frac12` a mixed number, `-(-19)` a double negation, `e^{\\ln 19}` an exponential, `\\det` a
+determinant, `x \\approx 19` an approximation and `N` is not `n`. The converter's private class is subclassed here
+and nowhere else; a new version of the parser that evaluates something more by itself would change what a
+restatement is judged on (docs/rewards.md lists this among what rests on a list).
 """
 
 from __future__ import annotations
@@ -185,14 +189,16 @@ _DEGREE_RE = re.compile(r"\^\s*(?:\{\s*\\circ\s*\}|\\circ)|\\circ|\\degree(?![A-
 _PERCENT_RE = re.compile(r"\\?%")
 _UNIT_POWER_RE = re.compile(r"\s*\^\s*(?:\{\s*\d\s*\}|\d)")
 _NUMBER_RE = re.compile(r"[-+]?(?:\d+(?:[.,]\d+)*|\.\d+)")
-_WORD_RE = re.compile(r"[A-Za-z]+")
+# Words are letters of any script (`42 \\text{ рёбер}`, `42\\text{本}`, `\\text{La réponse est } 42`).
+_WORD_RE = re.compile(r"[^\W\d_]+")
 _TRAILING_WORDS_RE = re.compile(
-    r"(?:(?<=\d)|(?<=\\pi)|(?<=[})]))\s+([A-Za-z]+(?:\s*/\s*[A-Za-z]+|\s+[A-Za-z]+)*)\s*\.?$"
+    r"(?:(?<=\d)|(?<=\\pi)|(?<=[})]))\s*?\s([^\W\d_]+(?:\s*/\s*[^\W\d_]+|\s+[^\W\d_]+)*)\s*\.?$"
 )
-_LEADING_WORDS_RE = re.compile(r"^((?:[A-Za-z]{2,}\s+)+)(?=[-+]?\d)")  # "Hillary has 7 nickels"
+_LEADING_WORDS_RE = re.compile(r"^((?:[^\W\d_]{2,}\s+)+)(?=[-+]?\d)")  # "Hillary has 7 nickels"
 _UNICODE_ROOT_RE = re.compile(r"\u221a\s*(\([^()]*\)|\d+(?:\.\d+)?|[A-Za-z]|\\[A-Za-z]+)")
 _SUPERSCRIPTS = str.maketrans("\u2070\u00b9\u00b2\u00b3\u2074\u2075\u2076\u2077\u2078\u2079\u207b", "0123456789-")
 _SUPERSCRIPT_RE = re.compile("[\u2070\u00b9\u00b2\u00b3\u2074-\u2079\u207b]+")
+_DECIMAL_COMMA_RE = re.compile(r"(?<![\d,])(\d+)\{,\}(\d{1,2}|\d{4,})(?![\d,{])")
 _VULGAR_FRACTION_RE = re.compile("[\u00bc-\u00be\u2150-\u215e]")
 
 
@@ -232,11 +238,34 @@ _QUALIFIER_WORDS = (
     " o ni menos aproximadamente casi alrededor unos"
     " ou cerca quase"
     " oppure almeno circa quasi"
+    " не около примерно приблизительно или либо менее более больше меньше минимум максимум почти свыше"
+)
+# Qualifiers of scripts written without spaces between words, found inside a word: "about", "at least", "at most",
+# "not", "or", "and", "more than", "less than", "or so" (Chinese, Japanese).
+_JOINED_QUALIFIERS = (
+    "约",
+    "約",
+    "至少",
+    "至多",
+    "最多",
+    "最少",
+    "不",
+    "或",
+    "和",
+    "及",
+    "左右",
+    "以上",
+    "以下",
+    "ない",
+    "または",
+    "ほど",
 )
 _MATH_NAMES = "pi infinity infty inf sqrt sin cos tan log ln exp e i"
 VALUE_WORDS = frozenset(" ".join((_NUMBER_WORDS, _OPERATION_WORDS, _QUALIFIER_WORDS, _MATH_NAMES)).split())
 """Words that change the value read or add a second one (see above); every other word reads as a unit or a label."""
-_UNIT_EXCEPTIONS = frozenset({"square", "per"})  # `19 square units`, `5 miles per hour`
+_UNIT_EXCEPTIONS = frozenset({"square", "per"})
+_YES_NO = frozenset({"yes", "no"})  # a word answer (`\\boxed{No}`), though "no" qualifies a number elsewhere
+_NO_SOLUTION_RE = re.compile(r"(?i)no\s+(?:real\s+)?solutions?|none")  # `19 square units`, `5 miles per hour`
 
 
 def changes_value(words: list[str]) -> bool:
@@ -245,6 +274,8 @@ def changes_value(words: list[str]) -> bool:
     if any(w in _MULTIPLIER_LETTERS for w in words):
         return True
     lowered = [w.lower() for w in words]
+    if any(q in w for w in lowered if not w.isascii() for q in _JOINED_QUALIFIERS):
+        return True
     for index, word in enumerate(lowered):
         if word in _UNIT_EXCEPTIONS and index + 1 < len(lowered):
             continue
@@ -335,6 +366,7 @@ def prepare(latex: str) -> tuple[str | None, str | None]:
     text = _NUMBER_BASE_RE.sub("", text)  # the base of a numeral is compared like a unit (`unit_of`)
     if text.rstrip().endswith("\\") and not text.rstrip().endswith("\\\\"):
         text = text.rstrip()[:-1]  # `\\ 19\\ ` stripped by the box reader: a TeX space cut in half
+    text = _DECIMAL_COMMA_RE.sub(r"\1.\2", text)  # `1{,}3020`: a decimal comma (a group of three is a grouping)
     text = join_digit_groups(text).replace("\\!", "")  # 19\\,000 and 11,\\! 111 are numbers; 12\\ 7 is not one
     text = _SPACING_RE.sub(" ", text)
     text = _DEGREE_RE.sub(" ", text)  # a unit is dropped as a space, so that `1^\\circ 9` stays two numbers
@@ -381,7 +413,9 @@ def prepare(latex: str) -> tuple[str | None, str | None]:
         text = text[1:-1].strip()  # {19}: a group, not a set
     if not text:
         return None, WORDS
-    if re.fullmatch(r"[A-Za-z]{3,}", text) and text.lower() not in VALUE_WORDS:
+    if _NO_SOLUTION_RE.fullmatch(text):
+        return "\\text{nosolution}", None  # "No solution", "no real solutions", "none": the empty set
+    if re.fullmatch(r"[A-Za-z]{2,}", text) and (text.lower() not in VALUE_WORDS or text.lower() in _YES_NO):
         return (
             "\\text{" + text + "}",
             None,

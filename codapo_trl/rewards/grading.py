@@ -2,7 +2,7 @@
 
 Length: about 560 lines: the verdict reasons, the worker-side grading, the grader's settings and shared pool, its
 caches and the public entry point share one cache and one set of reasons. The grader is one pipeline: extract
-(`extraction`), read (`form_reading`), compare and judge (`equality`), with `checks` for answer types and absurd
+(`extraction`), read (`form_reading`), compare (`equality`) and judge (`judging`), with `checks` for answer types and absurd
 answers; this module runs it within a deadline.
 
 1. **One value is read, and only an anchored one** (`codapo_trl.rewards.extraction`): the last `\\boxed{...}`, else
@@ -10,7 +10,7 @@ answers; this module runs it within a deadline.
    after the box is not read (it cannot change the value read), except a mark written against the box that
    continues its value (`\\boxed{2}^{10}`), which earns 0 unless the grader is told to read the last box only
    (`read_after_box`).
-2. **Equal exactly and by type, and computed** (`codapo_trl.rewards.equality`): no rounding, no letter stripped, a set
+2. **Equal exactly and by type, and computed** (`codapo_trl.rewards.equality`, `codapo_trl.rewards.judging`): no rounding, no letter stripped, a set
    is not an interval; a derivation or chain in the box is read to its last value, every member agreeing; a numeral
    gold asks for a numeral; an answer that hands back an expression the question states is refused (the question is
    the prompt, `questions=`); any other closed form equal to the gold is paid.
@@ -51,7 +51,9 @@ from codapo_trl.rewards.checks import (
     same_number,
 )
 from codapo_trl.rewards.deadline_pool import DeadlineProcessPool, TaskOutcome
-from codapo_trl.rewards.equality import (
+from codapo_trl.rewards.extraction import box_in_expression, extract_final_answer, extract_gold
+from codapo_trl.rewards.form_reading import JUXTAPOSED, WORDS
+from codapo_trl.rewards.judging import (
     FALSE_RELATION,
     NOT_A_NUMBER,
     NOT_CLOSED,
@@ -61,8 +63,6 @@ from codapo_trl.rewards.equality import (
     SEVERAL_VALUES,
     UNREADABLE,
 )
-from codapo_trl.rewards.extraction import box_in_expression, extract_final_answer, extract_gold
-from codapo_trl.rewards.form_reading import JUXTAPOSED, WORDS
 
 
 logger = logging.getLogger(__name__)
@@ -100,7 +100,7 @@ FORM_REASONS = (
     UNREADABLE,
     BOX_IN_EXPRESSION,
 )
-"""The reasons of an answer refused for its form rather than its value (`codapo_trl.rewards.equality`,
+"""The reasons of an answer refused for its form rather than its value (`codapo_trl.rewards.judging`,
 `form_reading.prepare`, `extraction.box_in_expression`), counted by `math_accuracy/not_final_frac`."""
 NOT_FINAL = RESTATED  # the name of earlier versions: an answer that is the question's own expression
 
@@ -157,19 +157,19 @@ def _shorten(value: Any, limit: int = 200) -> str:
 
 def _grade_pair(payload: tuple) -> tuple[bool | None, str | None, str | None, str | None]:
     """Grade one `(predicted, gold, kind, question)` tuple of already extracted answers (read, compare, judge:
-    `codapo_trl.rewards.equality.judge`).
+    `codapo_trl.rewards.judging.judge`).
 
     `kind` is `"math"`, `"number"` (the answer must be a numeral) or `"value"` (its value only, for analyses); the
     question (`""` when unknown) is what a restatement is judged against. Returns `(correct, reason,
     predicted_parsed, gold_parsed)`; `correct` is `None` when the gold cannot be read. A `None` prediction only
     checks the gold (the result is then `False` if the gold can be read).
     """
-    from codapo_trl.rewards import equality, form_reading
+    from codapo_trl.rewards import form_reading, judging
 
     predicted, gold = payload[0], payload[1]
     kind = payload[2] if len(payload) > 2 else "math"
     question = payload[3] if len(payload) > 3 else ""
-    golds = equality.read_gold(gold)
+    golds = judging.read_gold(gold)
     if golds is None:
         return None, GOLD_UNPARSEABLE, None, None
     gold_text = _shorten(golds[0].node)
@@ -177,7 +177,7 @@ def _grade_pair(payload: tuple) -> tuple[bool | None, str | None, str | None, st
         return False, None, None, gold_text
     if kind != "value" and form_reading.units_differ(predicted, gold):
         return False, WORDS, None, gold_text  # 19 mm for 19 cm, 19_{20} for 19: another unit is another value
-    correct, reason, predicted_text, _ = equality.judge(predicted, gold, question or "", kind)
+    correct, reason, predicted_text, _ = judging.judge(predicted, gold, question or "", kind)
     return correct, reason, _shorten(predicted_text) if predicted_text else None, gold_text
 
 
@@ -436,7 +436,7 @@ def grade_answers(
             Per item `"math"` (default), `"number"` or `"choice"`, see the module docstring.
         questions (`Sequence[str | None]`, *optional*):
             The question each prediction answers (the prompt's text). An answer that hands back an expression the
-            question states is refused (`codapo_trl.rewards.equality.restates_question`), and a decimal stands for
+            question states is refused (`codapo_trl.rewards.judging.restates_question`), and a decimal stands for
             an exact gold only where the question asks for one. Without questions, neither can be judged: every
             closed form equal to the gold is paid and a decimal never stands for an exact gold.
         read_after_box (`bool`, *optional*):

@@ -24,7 +24,7 @@ def math_accuracy_reward(completions: list[Any], answer: list[str | None], **kwa
     follows `grade_answers`: the answer must be boxed or follow a final-answer phrase (one value is read: text after
     the box is not, unless it continues the box's value, `\\boxed{2}^{10}`), the optional `answer_type` column
     selects `"math"`, `"number"` or `"choice"` grading, equality is exact and typed and restatements are judged
-    against the prompt (see `codapo_trl.rewards.equality`), and each answer is graded within about 2 s (timeouts
+    against the prompt (see `codapo_trl.rewards.judging`), and each answer is graded within about 2 s (timeouts
     score 0.0). A gold answer that cannot be parsed gives `None`, which TRL leaves out of the mean.
 
     Args:

@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 
 from codapo_trl.rewards import configure_grader, grade_answers, math_accuracy_reward
-from codapo_trl.rewards.equality import RESTATED
+from codapo_trl.rewards.judging import RESTATED
 
 
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "maths_redteam.json"
@@ -43,9 +43,9 @@ def grader():
 
 def test_doctests():
     """The pipeline's modules (extract, read, compare and judge) on their own examples."""
-    from codapo_trl.rewards import equality, extraction, form_reading, grading
+    from codapo_trl.rewards import equality, extraction, form_reading, grading, judging
 
-    for module in (equality, form_reading, extraction, grading):
+    for module in (equality, judging, form_reading, extraction, grading):
         result = doctest.testmod(module)
         assert result.attempted >= 1 and result.failed == 0, module.__name__
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from codapo_trl.rewards import configure_grader, grade_answers, math_accuracy_reward
-from codapo_trl.rewards.equality import RESTATED
+from codapo_trl.rewards.judging import RESTATED
 
 
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "maths_redteam_issue32.json"

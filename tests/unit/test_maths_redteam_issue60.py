@@ -5,6 +5,10 @@ paid.
   neither the grading code nor these tests, from the rule alone, in nine families (leniencies of the comparison, units
   and letters, types, restatements of the question, derivations in the box, other languages, Unicode, hedges, gold
   forms), each hostile case with an honest counterpart, plus honest answers in the styles of real Olympiad output.
+- `tests/fixtures/maths_redteam_issue60_blackbox.json`: 515 cases (269 hostile, 246 honest) by a second red team that
+  read neither the code nor the tests but could call the grader as a black box, as a policy can; 11 of its
+  expectations were decided the other way by the developer, each with the reason in its `amended` field (a decimal
+  that spells the exact value, a word's case, a precision finer than asked, a labelled gold's value).
 - The developer's own variants of part 1 (each family of leniency the issue lists) and part 2 (each kind of right
   answer it says was refused), written after the code.
 - The hostile cases of issues 25 and 32 that issue 60 amended to honest (another closed form of the gold, which no
@@ -21,11 +25,12 @@ from pathlib import Path
 import pytest
 
 from codapo_trl.rewards import configure_grader, grade_answers, math_accuracy_reward
-from codapo_trl.rewards.equality import RESTATED
+from codapo_trl.rewards.judging import RESTATED
 
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 CASES = json.loads((FIXTURES / "maths_redteam_issue60.json").read_text(encoding="utf-8"))
+BLACK_BOX = json.loads((FIXTURES / "maths_redteam_issue60_blackbox.json").read_text(encoding="utf-8"))
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -62,6 +67,23 @@ def rewards():
 def test_red_team_case(case, rewards):
     expected = 1.0 if case["expect"] == "pay" else 0.0
     assert (rewards[case["id"]] or 0.0) == expected, (case["id"], case["family"], rewards[case["id"]], case["why"])
+
+
+def test_black_box_red_team():
+    """The second red team's cases, graded in one call with their questions; none is graded against expectation."""
+    kinds = Counter(case["expect"] for case in BLACK_BOX)
+    assert kinds["refuse"] >= 250 and kinds["pay"] >= 200
+    results = grade_answers(
+        [case["completion"] for case in BLACK_BOX],
+        [case["gold"] for case in BLACK_BOX],
+        questions=[case["question"] for case in BLACK_BOX],
+    )
+    wrong = [
+        (case["id"], case["expect"], r.correct, r.reason)
+        for case, r in zip(BLACK_BOX, results)
+        if bool(r.correct) != (case["expect"] == "pay")
+    ]
+    assert not wrong, wrong
 
 
 # Part 1: values the policy never computed, each family the issue names, in the developer's own variants:
@@ -105,6 +127,21 @@ DEVELOPER_HOSTILE = [
     ("x^2=9 \\Rightarrow x=4", "4", "Find $x$."),
     ("x \\neq 19", "19", "Find $x$."),
     ("x \\geq 19", "19", "Find $x$."),
+    # found on real olympiad output: a gold that states its own rounding is matched at the places written
+    ("\\frac15", "\\frac{1}{5-\\frac{1}{10}\\sqrt{6(4-\\pi)}}\\approx 0.209509462643093", "Find the supremum."),
+    ("0.21", "\\frac{1}{5-\\frac{1}{10}\\sqrt{6(4-\\pi)}}\\approx 0.209509462643093", "Find the supremum."),
+    (
+        "\\lim_{n\\to\\infty}\\frac{X_n}{n^2}=\\frac37",
+        "\\lim_{n\\to\\infty}\\frac{X_n}{n^2}=\\frac38",
+        "Find the limit.",
+    ),
+    ("\\sum_{k=2}^{2025}\\sqrt{\\frac{k}{k-1}}", "\\sum_{i=2}^{2026}\\sqrt{\\frac{i}{i-1}}", "Find the sum."),
+    # positivity is never assumed: each letter is tried at points of both signs and of several sizes
+    ("|x|", "x", "Simplify $\\frac{x^3+x}{x^2+1}$ for real $x$."),
+    ("\\sqrt{x^2}", "x", "Simplify $\\frac{x^3+x}{x^2+1}$ for real $x$."),
+    ("\\max(x,0)", "x", "Simplify $\\frac{x^3+x}{x^2+1}$ for real $x$."),
+    ("x+e^{-1000x}", "x", "Simplify $\\frac{x^3+x}{x^2+1}$ for real $x$."),
+    ("\\min(x^2,100)", "x^2", "Simplify $\\frac{x^4+x^2}{x^2+1}$ for real $x$."),
 ]
 
 # Part 2: right answers of each kind the issue says were refused (and the closed forms it says must be paid).
@@ -143,6 +180,24 @@ DEVELOPER_HONEST = [
     ("x = -2, 7", "-2, 7", "Solve the equation."),
     ("x \\in [0, 1)", "[0, 1)", "Solve the inequality."),
     ("\\infty", "\\infty", "Find the limit."),
+    # found on real olympiad output
+    ("0.2095", "\\frac{1}{5-\\frac{1}{10}\\sqrt{6(4-\\pi)}}\\approx 0.209509462643093", "Find the supremum."),
+    ("\\frac{10}{50-\\sqrt{6(4-\\pi)}}", "\\frac{1}{5-\\frac{1}{10}\\sqrt{6(4-\\pi)}}\\approx 0.2095", "Find it."),
+    ("2.20557", "\\approx 2.2055694304", "Find the limit."),
+    ("\\lim_{n\\to\\infty}\\sqrt[n]{A_n}\\approx 2.20557", "\\approx 2.2055694304", "Find the limit."),
+    (
+        "\\sum_{k=1}^{2025}\\sqrt{\\frac{k+1}{k}}",
+        "\\sum_{i=2}^{2026}\\sqrt{\\frac{i}{i-1}}\\approx 2028.9392",
+        "Find the sum.",
+    ),
+    ("\\dfrac{3}{8}", "\\lim_{n\\to\\infty}\\frac{X_n}{n^2}=\\frac38", "Find the limit."),
+    ("\\int_0^1 x^2 f(x)\\,dx = -\\frac{1}{12}", "-\\frac1{12}", "Find the integral."),
+    ("\\mathbb E(\\text{число посещённых клеток})=\\frac{ab+1}{n+1}", "\\frac{ab+1}{n+1}", "Find the expectation."),
+    ("\\lim P_n=2e^{\\frac{\\pi}{2}-2}\\approx 1{,}3020", "2e^{\\frac{\\pi}{2}-2}", "Find the limit."),
+    ("2x - y + 1 = 0", "y=2x+1", "Find the line."),
+    ("x<1 \\text{ or } x>2", "(-\\infty,1)\\cup(2,\\infty)", "Solve $(x-1)(x-2)>0$."),
+    ("\\text{No}", "\\text{No}", "Is 91 prime?"),
+    ("42 \\text{ рёбер}", "42", "How many edges?"),
 ]
 PHRASES = [
     ("所以答案是 $5$。", "5"),
@@ -153,6 +208,10 @@ PHRASES = [
     ("Die Antwort ist 3.", "3"),
     ("答えは 8 です", "8"),
     ("정답은 9입니다", "9"),
+    ("### Финальный ответ.\n\\[\n\\int_0^1 x^2 f(x)\\, dx = -\\dfrac{1}{12}.\n\\]", "-\\frac1{12}"),
+    ("The answer is .5", "\\frac12"),
+    ("\\textbf{Answer:} $3 + 2\\sqrt{2}, 3 - 2\\sqrt{2}$", "3 \\pm 2 \\sqrt{2}"),
+    ("Final Answer: No solution", "\\emptyset"),
 ]
 HOSTILE_PHRASES = [
     ("答えは 8 ではありません。", "8"),
