@@ -46,6 +46,12 @@ _FRAGMENT_END_RE = re.compile(
     r"\n|;|。|；|，|\s*[\u3040-\u30ff\u4e00-\u9fff\uac00-\ud7af]|\.(?=\s|$)|,?\s+(?:because|since|so|which|where|therefore|thus|hence|as)\b|\s+I hope\b",
     re.IGNORECASE,
 )
+# A sentence after an answer phrase that names the quantity, then states its value at the end ("The maximum volume
+# of the solid is **120**", "La probabilidad es $\\frac13$"): the value read is what follows its last verb.
+_SENTENCE_VALUE_RE = re.compile(
+    r"(?:[^\W\d_]+[\s,]+){2,}.*?\b(?:is|are|equals|es|est|ist|è|é|равно|равна|равен)\s+(?!.*\b(?:is|are|equals)\s)(.+)$",
+    re.IGNORECASE | re.DOTALL,
+)
 _MATH_DELIMITERS = (("$$", "$$"), ("\\[", "\\]"), ("\\(", "\\)"), ("$", "$"))
 # The box is the whole value of the expression it is written in. What continues that value right after it: a power,
 # an index, a digit (`\boxed{2}^{10}`, `\boxed{19}_{8}`, `\boxed{1}9`, `\boxed{1}.5`, `\boxed{23},000`,
@@ -136,6 +142,9 @@ def _answer_fragment(rest: str) -> str | None:
     end = _FRAGMENT_END_RE.search(rest)
     fragment = rest[: end.start()] if end else rest
     fragment = _strip_math_delimiters(fragment.strip(" \t*"))
+    stated = _SENTENCE_VALUE_RE.match(fragment)
+    if stated is not None:
+        fragment = _strip_math_delimiters(stated.group(1).strip(" \t*"))  # "The maximum volume is **120**."
     if fragment.count("$") == 1:  # a currency sign (`$19`, `\\$19`), not a math delimiter
         fragment = fragment.replace("\\$", "").replace("$", "")
     return fragment.rstrip(" .*").lstrip(" *") or None  # `.5` keeps its point

@@ -7,6 +7,7 @@ so these tests build small inputs of their own.
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -128,3 +129,30 @@ def test_plain_math_verify_reads_the_whole_completion():
     plain = _load("plain_verify")
     assert plain.verify_pair(("\\frac12", "so the answer is $\\boxed{0.5}$"))[0] is True
     assert plain.verify_pair(("2", "The answer is 3."))[0] is False
+
+
+def test_round_4_truth_and_table():
+    """Issue 60's audit (`audit_r4.py`): a label decides; else the source's verdict where plain math-verify agrees;
+    else the item is unknown and counts for neither grader. The table counts each grader against that truth."""
+    saved = sys.modules.get("grade")
+    load_script(AUDIT / "grade.py", "grade")  # audit_r4.py imports its sibling by name, as when it runs as a script
+    try:
+        audit = _load("audit_r4")
+    finally:
+        if saved is None:
+            sys.modules.pop("grade", None)
+        else:
+            sys.modules["grade"] = saved
+    labels = {"a": {"id": "a", "label": "unanchored", "reason": "prose"}}
+    assert audit.truth_of({"id": "a", "source_verdict": True}, True, labels) == (False, "label")
+    assert audit.truth_of({"id": "b", "source_verdict": True}, True, labels) == (True, "source and math-verify")
+    assert audit.truth_of({"id": "c", "source_verdict": True}, False, labels) == (None, "unknown")
+    assert audit.truth_of({"id": "d", "source_verdict": None}, True, labels) == (None, "unknown")
+    rows = [
+        {"source": "s", "truth": True, "ours": False, "plain": True},  # we refuse a right answer
+        {"source": "s", "truth": True, "ours": True, "plain": True},
+        {"source": "s", "truth": False, "ours": False, "plain": True},  # math-verify pays a wrong one
+        {"source": "s", "truth": None, "ours": True, "plain": False},  # unknown: counted for neither
+    ]
+    text = audit.table(rows)
+    assert "| s | 4 | 3 | 1 / 2 | 0 / 2 | 0 / 1 | 1 / 1 | 1 |" in text
