@@ -49,7 +49,7 @@ _FRAGMENT_END_RE = re.compile(
 # A sentence after an answer phrase that names the quantity, then states its value at the end ("The maximum volume
 # of the solid is **120**", "La probabilidad es $\\frac13$"): the value read is what follows its last verb.
 _SENTENCE_VALUE_RE = re.compile(
-    r"(?:[^\W\d_]+[\s,]+){2,}.*?\b(?:is|are|equals|es|est|ist|è|é|равно|равна|равен)\s+(?!.*\b(?:is|are|equals)\s)(.+)$",
+    r"(?:[-*•]\s*)?(?:[^\W\d_]+[\s,]+){2,}.*?\b(?:is|are|equals|es|est|ist|è|é|равно|равна|равен)\s+(?!.*\b(?:is|are|equals)\s)(.+)$",
     re.IGNORECASE | re.DOTALL,
 )
 _MATH_DELIMITERS = (("$$", "$$"), ("\\[", "\\]"), ("\\(", "\\)"), ("$", "$"))
