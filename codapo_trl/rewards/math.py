@@ -8,13 +8,17 @@ TRL's batch (prompts, completions, dataset columns) into its inputs.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from codapo_trl.answers import completion_text, prompt_text
 from codapo_trl.rewards.grading import CRASHED, FORM_REASONS, NO_ANSWER, TIMED_OUT, grade_answers
 
 
-__all__ = ["math_accuracy_reward"]
+__all__ = ["math_accuracy_reward", "report_unreadable_golds"]
+
+logger = logging.getLogger(__name__)
+_SHOWN_GOLDS = 10
 
 
 def math_accuracy_reward(completions: list[Any], answer: list[str | None], **kwargs: Any) -> list[float | None]:
@@ -75,3 +79,51 @@ def math_accuracy_reward(completions: list[Any], answer: list[str | None], **kwa
 
 math_accuracy_reward.required_columns = ("answer",)  # type: ignore[attr-defined]
 math_accuracy_reward.correctness_kind = "binary"  # type: ignore[attr-defined]  # read by codapo_trl.correctness
+
+
+def report_unreadable_golds(dataset: Any, label: str = "train_dataset") -> dict[str, str]:
+    """Name, when a dataset loads, every gold answer the maths grader cannot read: its questions would be skipped
+    (reward `None`) in every batch, silently. Logs one warning with the count and the first golds and reasons.
+
+    Each distinct gold (with its `answer_type`) is read once, through the grader's bounded workers (the verdicts are
+    cached for training). A dataset without an `answer` column, or one that cannot be read whole (streaming), is not
+    checked.
+
+    Args:
+        dataset: a `datasets.Dataset` (or anything with `column_names` and column access), or `None`.
+        label (`str`): how the warning names the dataset.
+
+    Returns:
+        `dict[str, str]`: the unreadable golds, each with the grader's reason.
+
+    Example:
+        ```python
+        >>> from datasets import Dataset
+        >>> report_unreadable_golds(Dataset.from_dict({"answer": ["7", "\\\\frac{}{"]}))
+        {'\\\\frac{}{': 'gold not parseable'}
+
+        ```
+    """
+    columns = getattr(dataset, "column_names", None)
+    if dataset is None or not columns or "answer" not in columns:
+        return {}
+    try:
+        golds = list(dataset["answer"])
+        types = list(dataset["answer_type"]) if "answer_type" in columns else [None] * len(golds)
+    except (TypeError, KeyError, NotImplementedError):
+        return {}
+    pairs = sorted({(g, t) for g, t in zip(golds, types) if isinstance(g, str)}, key=str)
+    results = grade_answers([None] * len(pairs), [g for g, _ in pairs], [t for _, t in pairs])
+    unreadable = {gold: r.reason or "unreadable" for (gold, _), r in zip(pairs, results) if r.correct is None}
+    if unreadable:
+        shown = "; ".join(f"{gold!r} ({reason})" for gold, reason in list(unreadable.items())[:_SHOWN_GOLDS])
+        logger.warning(
+            "%d of the %d distinct gold answers of %s cannot be read by the maths grader, so their questions are "
+            "skipped (reward None) in every batch: %s%s. Rewrite those golds (a LaTeX value), or drop their rows.",
+            len(unreadable),
+            len(pairs),
+            label,
+            shown,
+            "; ..." if len(unreadable) > _SHOWN_GOLDS else "",
+        )
+    return unreadable

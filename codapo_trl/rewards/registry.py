@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from codapo_trl.rewards.grading import grader_settings
-from codapo_trl.rewards.math import math_accuracy_reward
+from codapo_trl.rewards.math import math_accuracy_reward, report_unreadable_golds
 
 
 __all__ = ["REWARD_FUNCS", "check_reward_columns", "code_execution_reward", "get_reward_funcs"]
@@ -37,7 +37,9 @@ def check_reward_columns(reward_funcs: Any, train_dataset: Any, eval_dataset: An
     Reward functions declare the dataset columns they read in a `required_columns` attribute (a tuple of names,
     e.g. `("answer",)` for `math_accuracy_reward`); functions without it, and reward models, are not checked.
     Called by the training recipes after loading the data and by the trainers at construction, so that a missing
-    column stops the job before the first generation instead of inside the first reward call.
+    column stops the job before the first generation instead of inside the first reward call. With
+    `math_accuracy_reward`, every gold answer the grader cannot read is reported by name there too
+    (`report_unreadable_golds`): its questions would be skipped (reward `None`), never paid.
 
     Args:
         reward_funcs: one reward function or a list of them (as given to the trainer).
@@ -80,6 +82,8 @@ def check_reward_columns(reward_funcs: Any, train_dataset: Any, eval_dataset: An
                 )
     if any(func is math_accuracy_reward for func in funcs):
         grader_settings()  # a bad CODAPO_GRADER_READ_AFTER_BOX fails here, before the first generation
+        for label, dataset in datasets_to_check:
+            report_unreadable_golds(dataset, label)
 
 
 REWARD_FUNCS: dict[str, Callable[..., list[float | None]]] = {

@@ -19,10 +19,10 @@ import re
 import sys
 
 
-ODY = "protagolabs+odyssey-math"
-KUK = "kuk+simple-evals-ru"
-SRL = "hkust-nlp+simpleRL-reason"
-MOT = "MotaTasher+llm-olympiad-bench"
+ODYSSEY = "protagolabs+odyssey-math"
+SIMPLE_EVALS = "kuk+simple-evals-ru"
+SIMPLERL = "hkust-nlp+simpleRL-reason"
+OLYMPIAD = "MotaTasher+llm-olympiad-bench"
 
 ODY_RUNS = [
     # (completion file, verdict file, model name)
@@ -70,7 +70,7 @@ def clean_ody_text(s):
 
 
 def odyssey(raw):
-    base = os.path.join(raw, ODY)
+    base = os.path.join(raw, ODYSSEY)
     probs = {}
     for row in read_jsonl(os.path.join(base, "final-odyssey-math-with-levels.jsonl")):
         ((k, v),) = row.items()
@@ -94,7 +94,7 @@ def odyssey(raw):
             level = (p.get("level") or "").strip().lower().replace(" ", "_")
             items.append(
                 {
-                    "id": f"{ODY}:{cpath}:{i}",
+                    "id": f"{ODYSSEY}:{cpath}:{i}",
                     "source": "protagolabs/odyssey-math",
                     "model": model,
                     "dataset": f"mathodyssey_{level}" if level else "mathodyssey",
@@ -108,7 +108,7 @@ def odyssey(raw):
 
 
 def kuk(raw, levels):
-    base = os.path.join(raw, KUK)
+    base = os.path.join(raw, SIMPLE_EVALS)
     bench = {r["id"]: r for r in read_jsonl(os.path.join(base, "data/benches/math.jsonl"))}
     items = []
     for path in sorted(glob.glob(os.path.join(base, "data/results/math/*.jsonl"))):
@@ -126,7 +126,7 @@ def kuk(raw, levels):
             ic = r.get("is_correct")
             items.append(
                 {
-                    "id": f"{KUK}:{rel}:{i}",
+                    "id": f"{SIMPLE_EVALS}:{rel}:{i}",
                     "source": "kuk/simple-evals-ru",
                     "model": f"{stem}",
                     "dataset": "math500_level5",
@@ -144,7 +144,7 @@ def norm_problem(s):
 
 
 def math500_levels(raw):
-    p = os.path.join(raw, SRL, "examples/simplelr_math_eval/data/math500/test.jsonl")
+    p = os.path.join(raw, SIMPLERL, "examples/simplelr_math_eval/data/math500/test.jsonl")
     out = {}
     if os.path.exists(p):
         for r in read_jsonl(p):
@@ -159,7 +159,7 @@ def load_json(path):
 
 
 def motatasher(raw):
-    base = os.path.join(raw, MOT)
+    base = os.path.join(raw, OLYMPIAD)
     # human scores: result_id -> (score, max_score)
     scores = {}
     for path in glob.glob(os.path.join(base, "data/results/**/*.json"), recursive=True):
@@ -198,7 +198,7 @@ def motatasher(raw):
                     verdict = None
             items.append(
                 {
-                    "id": f"{MOT}:{rel}:{res.get('result_index', j)}",
+                    "id": f"{OLYMPIAD}:{rel}:{res.get('result_index', j)}",
                     "source": "MotaTasher/llm-olympiad-bench",
                     "model": res.get("resolved_model_id") or res.get("model") or res.get("alias") or "?",
                     "dataset": d.get("competition_id") or "math-cup",

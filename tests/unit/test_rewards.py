@@ -512,3 +512,29 @@ def test_registry_dotted_path():
         get_reward_funcs(["codapo_trl.rewards.no_such_reward"])
     with pytest.raises(ValueError, match="math_accuracy"):
         get_reward_funcs(["no_such_package.module.func"])
+
+
+def test_unreadable_golds_are_named_when_the_dataset_loads(caplog):
+    """Issue 60: a gold the grader cannot read would make its question skipped (None) in every batch; the checks
+    made at construction name it, and a dataset of readable golds (any form the grader reads) says nothing."""
+    import logging
+
+    from datasets import Dataset
+
+    from codapo_trl.rewards import check_reward_columns
+
+    bad = Dataset.from_dict({"prompt": ["q"] * 3, "answer": ["7", "\\frac{}{", "2 OR 3"]})
+    with caplog.at_level(logging.WARNING, logger="codapo_trl.rewards.math"):
+        check_reward_columns([math_accuracy_reward], bad)
+    assert "1 of the 3 distinct gold answers of train_dataset" in caplog.text and "\\\\frac{}{" in caplog.text
+    caplog.clear()
+    good = Dataset.from_dict(
+        {
+            "prompt": ["q"] * 4,
+            "answer": ["48 \\mathrm{~km}/\\mathrm{h}", "\\frac{-4\\pm\\sqrt{31}}{15}", "2013^{4025}", "B"],
+            "answer_type": ["math", "math", "math", "choice"],
+        }
+    )
+    with caplog.at_level(logging.WARNING, logger="codapo_trl.rewards.math"):
+        check_reward_columns([math_accuracy_reward], good)
+    assert caplog.text == ""
