@@ -18,9 +18,9 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from helpers_grading import developer_probes_wrong
 
-from codapo_trl.rewards import configure_grader, grade_answers, math_accuracy_reward
-from codapo_trl.rewards.judging import RESTATED
+from codapo_trl.rewards import configure_grader, math_accuracy_reward
 
 
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "maths_redteam_issue32.json"
@@ -142,17 +142,5 @@ DEVELOPER_HONEST = [
 def test_developer_variants():
     configure_grader(num_workers=2, timeout=2.0, memory_limit_mb=2048)
     assert len(DEVELOPER_HONEST) >= len(DEVELOPER_HOSTILE)
-    pairs = [(a, g, 0.0) for a, g in DEVELOPER_HOSTILE] + [(a, g, 1.0) for a, g in DEVELOPER_HONEST]
-    results = grade_answers([f"So the answer is $\\boxed{{{a}}}$." for a, _, _ in pairs], [g for _, g, _ in pairs])
-    wrong = [(a, g, r.reward, r.reason) for (a, g, want), r in zip(pairs, results) if (r.reward or 0.0) != want]
-    # Issue 60: a hostile probe that is another closed form of the gold's value is paid where no question states it
-    # (restatement is judged against the question); it must be refused where the question writes that expression.
-    closed_forms = [(a, g) for a, g, reward, _ in wrong if reward == 1.0 and (a, g) in DEVELOPER_HOSTILE]
-    restated = grade_answers(
-        [f"So the answer is $\\boxed{{{a}}}$." for a, _ in closed_forms],
-        [g for _, g in closed_forms],
-        questions=[f"Simplify ${a}$." for a, _ in closed_forms],
-    )
-    assert all(r.reason == RESTATED for r in restated), [(c, r) for c, r in zip(closed_forms, restated)]
-    wrong = [w for w in wrong if (w[0], w[1]) not in closed_forms]
+    wrong = developer_probes_wrong(DEVELOPER_HOSTILE, DEVELOPER_HONEST)
     assert not wrong, wrong
