@@ -96,7 +96,8 @@ _PIECE_SPLIT_RE = re.compile(
 )
 
 
-def _pieces(question: str) -> list[str]:
+@functools.lru_cache(maxsize=256)
+def _pieces(question: str) -> tuple[str, ...]:
     """The maths a question writes (its `$...$`, `\\(...\\)` and `\\[...\\]` spans, and plain arithmetic such as
     `12 + 7`), cut at relations and commas: each piece is an expression the question states."""
     text = question[-MAX_QUESTION_CHARS:]
@@ -115,7 +116,7 @@ def _pieces(question: str) -> list[str]:
         pieces.append(span.strip())
         if len(pieces) >= _MAX_QUESTION_PIECES:
             break
-    return pieces[:_MAX_QUESTION_PIECES]
+    return tuple(pieces[:_MAX_QUESTION_PIECES])
 
 
 @functools.lru_cache(maxsize=256)
@@ -240,9 +241,12 @@ _DOTS_RE = re.compile(r"^\s*(?:\\[lc]?dots|\\ldots|\.\.\.|…)\s*$")
 
 
 def _top_level_split(text: str, separators: re.Pattern) -> list[str]:
-    parts, depth, start = [], 0, 0
+    """`text` cut at the `separators` that stand outside every bracket (`{}`, `()`, `[]`; `\\{` and `\\}` are not
+    brackets), in one scan."""
+    parts, depth, start, scanned = [], 0, 0, 0
     for match in separators.finditer(text):
-        depth = _depth(text, match.start())
+        depth += _depth_change(text, scanned, match.start())
+        scanned = match.start()
         if depth == 0:
             parts.append(text[start : match.start()])
             start = match.end()
@@ -250,20 +254,21 @@ def _top_level_split(text: str, separators: re.Pattern) -> list[str]:
     return parts
 
 
-def _depth(text: str, end: int) -> int:
-    depth = 0
-    index = 0
+def _depth_change(text: str, begin: int, end: int) -> int:
+    """How much deeper in brackets `text[end]` stands than `text[begin]`."""
+    change = 0
+    index = begin
     while index < end:
         char = text[index]
         if char == "\\" and index + 1 < end and text[index + 1] in "{}":
             index += 2
             continue
         if char in "{([":
-            depth += 1
+            change += 1
         elif char in "})]":
-            depth -= 1
+            change -= 1
         index += 1
-    return depth
+    return change
 
 
 _EQUALS_RE = re.compile(r"(?<![<>!:\\])=(?!=)")
@@ -513,11 +518,12 @@ def _restates_text(raw: str, context: _Context) -> bool:
     $0.\\overline{36}$ as a fraction"), where the gold is written otherwise; what `prepare` reads before the
     comparison (a repeating decimal read as its fraction) cannot hide it."""
     answer = _squeezed(raw)
-    return (
-        bool(answer)
-        and answer != _squeezed(context.gold_text)
-        and answer in {_squeezed(piece) for piece in _pieces(context.question)}
-    )
+    return bool(answer) and answer != _squeezed(context.gold_text) and answer in _squeezed_pieces(context.question)
+
+
+@functools.lru_cache(maxsize=256)
+def _squeezed_pieces(question: str) -> frozenset[str]:
+    return frozenset(_squeezed(piece) for piece in _pieces(question))
 
 
 def _judge_against(value: Value, reading: Reading, gold: Value, kind: str, context: _Context) -> str | None:

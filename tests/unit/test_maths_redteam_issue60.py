@@ -275,3 +275,37 @@ def test_amended_cases_are_refused_when_the_question_states_them():
     )
     paid = [(case["id"], answer, r.reason) for case, answer, r in zip(AMENDED, answers, results) if r.reward]
     assert not paid, paid
+
+
+@pytest.mark.parametrize(
+    "tail",
+    [
+        "the thing 1 " + "is 1 " * 3000 + "x" * 17000,  # many verbs far before the sentence's end
+        "答えは " + "8 " * 15000 + "ではない",  # a foreign anchor, a long sentence, a negation at its end
+        "La respuesta es " + "$x$ o " * 5000,  # values joined by a conjunction
+        ". " * 16000,  # full stops and blanks after the phrase
+    ],
+    ids=["verbs", "negation", "conjunctions", "stops"],
+)
+def test_reading_an_answer_phrase_is_linear_in_the_trainers_thread(tail):
+    """Extraction runs in the trainer's process (only the judge runs in workers), so what issue 60 added to it (the
+    sentence read at its last verb, the foreign anchors, their negations and second values) must stay linear in the
+    completion: bounded in the trainer's own CPU, under a hard alarm in case a change makes it backtrack."""
+    import signal
+
+    from codapo_trl.rewards.extraction import extract_final_answer
+
+    def too_slow(*_):
+        raise TimeoutError("extraction backtracks")
+
+    previous = signal.signal(signal.SIGALRM, too_slow)
+    signal.alarm(20)
+    try:
+        start = time.process_time()
+        extract_final_answer("Working.\n\nAnswer: " + tail)
+        spent = time.process_time() - start
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    assert spent < 0.2, spent
+    assert extract_final_answer("Answer: The maximum volume of the solid is **120**.") == "120"  # the honest form
