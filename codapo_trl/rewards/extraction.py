@@ -150,14 +150,36 @@ def _stated_value(fragment: str) -> str | None:
     return None
 
 
+# A line of words after the phrase that introduces what follows ("The probability is:", "который можно записать
+# как:"): the answer is the display on the next line. A negation in the line ("is not:") states no value; a line
+# that starts with a value ("5, as shown:") is that value, read as a fragment.
+_INTRODUCING_LINE_RE = re.compile(r"(?=[^\W\d_])([^\n]{0,400}?)[:：][ \t*]*\r?\n\s*(?=\$\$|\\\[)")
+_NEGATION_RE = re.compile(r"\b(?:not|never|no|nicht|kein|pas|jamais|nunca|nem|non)\b|\bне\b|\bнет\b", re.IGNORECASE)
+# "There are 1940 ways to ...": the number the sentence counts, where the word after it is no value word.
+_COUNTED_RE = re.compile(
+    r"(?:so,?\s+|thus,?\s+|hence,?\s+)?there\s+(?:is|are|exist|exists)\s+(?:exactly\s+)?"
+    r"(\$?[-+]?\d[\d,]*(?:\.\d+)?\$?|\\\(\s*[-+]?\d[\d,]*(?:\.\d+)?\s*\\\))\s+([^\W\d_]+)",
+    re.IGNORECASE,
+)
+
+
 def _answer_fragment(rest: str) -> str | None:
-    """The answer that `rest` starts with: a leading math span, else the text up to the end of its sentence or line."""
+    """The answer that `rest` starts with: a leading math span; else the display after a line that introduces it
+    (ending in a colon); else the text up to the end of its sentence or line."""
     span = _leading_math_span(rest)
     if span is not None:
         return span.strip(" *") or None
+    introduced = _INTRODUCING_LINE_RE.match(rest)
+    if introduced is not None and _NEGATION_RE.search(introduced.group(1)) is None:
+        span = _leading_math_span(rest[introduced.end() :])
+        if span is not None:
+            return span.strip(" *") or None
     end = _FRAGMENT_END_RE.search(rest)
     fragment = rest[: end.start()] if end else rest
     fragment = _strip_math_delimiters(fragment.strip(" \t*"))
+    counted = _COUNTED_RE.match(fragment)
+    if counted is not None and not _changes_value([counted.group(2)]):
+        return _strip_math_delimiters(counted.group(1).strip()).strip("\\() ") or None  # "There are 1940 ways ..."
     stated = _stated_value(fragment)
     if stated is not None:
         fragment = _strip_math_delimiters(stated.strip(" \t*"))  # "The maximum volume is **120**."

@@ -620,12 +620,17 @@ def _reader_class() -> type:
     return FormReader
 
 
+_ELLIPSIS_RE = re.compile(r"\\(?:[lcvd]dots|dots[bcmio]?)(?![A-Za-z])|…")
+
+
 @functools.lru_cache(maxsize=4096)
 def read_form(latex: str) -> Any:
     """The SymPy tree of `latex` as written (math-verify's parser without its own evaluations, see the module
     docstring), or `None` if it cannot be read."""
     from latex2sympy2_extended.latex2sympy2 import NormalizationConfig, normalize_latex
 
+    if _ELLIPSIS_RE.search(latex):
+        return None  # the parser drops `\\ldots`: `1+2+\\ldots+9` would read as 12
     config = NormalizationConfig(
         basic_latex=True, units=False, malformed_operators=True, nits=False, boxed="none", equations=False
     )

@@ -44,10 +44,13 @@ from codapo_trl.rewards.equality import (
     _numeric,
     _read_members,
     _typed,
+    _within,
+    _written_ulp,
     _zero,
     evaluate,
     numeral,
     same_value,
+    written_out_sum,
 )
 from codapo_trl.rewards.form_reading import prepare, read_form
 
@@ -224,7 +227,10 @@ def read_gold(gold: str) -> tuple[Value, ...] | None:
             if number is not None:
                 values.append(Value(SCALAR, number, (number,)))
         if value.kind == COLLECTION and len(value.items) > 1 and _OR_RE.search(part):
-            values.extend(_typed(item, str(item)) for item in value.items)  # `2 \\text{ or } 3`: either one
+            for item in value.items:  # `2 \\text{ or } 3`: either one; `x = 2 \\text{ or } x = 3`: also `2`
+                values.append(_typed(item, str(item)))
+                if isinstance(item, sympy.Eq) and _is_label(item.lhs):
+                    values.append(_typed(item.rhs, str(item.rhs)))
             values.append(value)  # ...or both, where the question asks for every value
             continue
         if value.kind == COLLECTION and len(value.items) > 1:
@@ -398,6 +404,46 @@ def _read_answer(answer: str, gold_is_relation: bool, gold_has_letters: bool) ->
     return Reading(value, others, value_text, clauses=tuple(clauses[:-1]), raw=last)
 
 
+_PLUS_RE = re.compile(r"\+")
+_MAX_WRITTEN_TERMS = 16
+_APPROX_SIGN_RE = re.compile(r"\\approx(?![A-Za-z])|≈")
+
+
+def _read_written_out_sum(answer: str, golds: tuple[Value, ...]) -> Reading | None:
+    """The reading of a sum written out with dots (`1 + 4 + \\cdots + 10000`) as the gold's own sum, where the gold
+    is a sum over one index and the written terms are its first and last terms (`written_out_sum`); else `None`.
+    Written at the end of a chain, the chain's other members must equal it (a first member naming the quantity is
+    a label), and a rounding written after it (`\\approx 2028{,}94`) must be the sum's at its own last place."""
+    sums = [g for g in golds if g.kind == SCALAR and isinstance(g.node, sympy.Sum)]
+    prepared, problem = prepare(answer) if sums else ("", "no sum gold")
+    if problem is not None or not prepared:
+        return None
+    members = _top_level_split(prepared, _EQUALS_RE)
+    written, *rounding = _APPROX_SIGN_RE.split(members[-1])
+    if len(rounding) > 1:
+        return None
+    pieces = _top_level_split(written, _PLUS_RE)
+    if len(pieces) > _MAX_WRITTEN_TERMS or len(members) > 4:
+        return None
+    terms = [None if _DOTS_RE.match(piece) else _member(piece) for piece in pieces]
+    named = [_member(m) for m in members[:-1]]
+    if named and (named[0] is None or _names_quantity(named[0])):
+        named = named[1:]  # `S = ...`, `\\sum_{k=1}^{n} ... = ...`: the first member names the sum
+    if any(node is None for node in named):
+        return None
+    for gold in sums:
+        if not written_out_sum(terms, gold.node):
+            continue
+        if rounding:
+            decimal = _member(rounding[0])
+            if not (
+                decimal is not None and _has_float(decimal) and _within(decimal, gold.node, _written_ulp(rounding[0]))
+            ):
+                return None
+        return Reading(gold, tuple(_typed(node, str(node)) for node in named), written, raw=written)
+    return None
+
+
 def _names_quantity(node: Any) -> bool:
     """A first member that names the quantity asked rather than stating a value: a name (`_is_label`), or an
     expression holding an operation not carried out or a function left undefined (`\\int_0^1 x^2 f(x)\\,dx`,
@@ -417,6 +463,17 @@ def _member(text: str) -> Any:
         value = _read_members(text.strip())
         return None if value is None else value.node
     return read_form(text.strip())
+
+
+def _uncheckable(member: Any, value: Any) -> bool:
+    """Whether a member of a chain is written in names the value does not have (`\\pi_0 \\cdot C(N, 1)` in
+    `\\pi_1 = \\pi_0 \\cdot C(N, 1) = \\frac{N}{2^N}`: a letter or a function the question defines), so that
+    nothing can tell whether it equals the value; such a member cannot change the value read."""
+    from sympy.core.function import AppliedUndef
+
+    if not isinstance(member, sympy.Basic) or not isinstance(value, sympy.Basic):
+        return False
+    return bool(member.atoms(AppliedUndef)) or not member.free_symbols <= value.free_symbols
 
 
 def _clauses_hold(clauses: tuple, value: Value) -> bool:
@@ -471,6 +528,9 @@ def judge(answer: str, gold: str, question: str = "", kind: str = "math") -> tup
     if any(g.kind == RELATION for g in golds) and not gold_is_relation:
         readings[True] = _read_answer(answer, True, letters)  # `2x - y + 1 = 0` for `y = 2x + 1`: an equation
     first = readings[gold_is_relation]
+    if first.value is None and first.reason == UNREADABLE:
+        first = _read_written_out_sum(answer, golds) or first
+        readings[gold_is_relation] = first
     if first.value is None and (True not in readings or readings[True].value is None):
         return False, first.reason, "", gold_text
     verdict_reason: str | None = None
@@ -526,6 +586,29 @@ def _squeezed_pieces(question: str) -> frozenset[str]:
     return frozenset(_squeezed(piece) for piece in _pieces(question))
 
 
+_ASKS_REDUCTION_RE = re.compile(
+    r"lowest terms|simplest|simplif|reduce|reduction|irreducible|несократим|сократ|упрост|最简|约分|既約|約分"
+    r"|irreductible|simplifi|irreducible|irreduzível|vereinfach|gekürzt|kürze",
+    re.IGNORECASE,
+)
+
+
+def _unreduced_fraction(value: Value, gold_number: sympy.Rational | None, context: _Context) -> bool:
+    """Whether `value` is a quotient of integers not in lowest terms (`\\frac{34}{100}`) answering a fraction gold
+    (`\\frac{17}{50}`), judged against a question: the policy computed the ratio and left only its reduction, which
+    changes no value. Without the question nothing can tell it from a fraction the question hands back (`\\frac68`
+    for "Simplify $\\frac68$"), an integer gold (`\\frac{38}{2}` for 19) leaves a division undone, and a question
+    that asks for the reduction (`_ASKS_REDUCTION_RE`: "in lowest terms", "simplify", ...) is not answered by it."""
+    return (
+        bool(context.question)
+        and _ASKS_REDUCTION_RE.search(context.question) is None
+        and gold_number is not None
+        and gold_number.q != 1
+        and value.kind == SCALAR
+        and numeral(value.node, lowest_terms=False) is not None
+    )
+
+
 def _judge_against(value: Value, reading: Reading, gold: Value, kind: str, context: _Context) -> str | None:
     """`None` when `value` is paid for `gold`; else the reason (`""` for a plain wrong value)."""
     if value.kind == RELATION and gold.kind == SCALAR:
@@ -534,7 +617,7 @@ def _judge_against(value: Value, reading: Reading, gold: Value, kind: str, conte
     if kind == "number" or (kind != "value" and gold_number is not None):
         if value.kind != SCALAR:
             return SEVERAL_VALUES if value.kind in (COLLECTION, TUPLE, PAIR) else OTHER_TYPE
-        if numeral(value.node) is None:
+        if numeral(value.node) is None and not _unreduced_fraction(value, gold_number, context):
             return NOT_A_NUMBER
     if value.kind in (COLLECTION, TUPLE, PAIR) and gold.kind == SCALAR:
         return SEVERAL_VALUES
@@ -543,7 +626,7 @@ def _judge_against(value: Value, reading: Reading, gold: Value, kind: str, conte
     if not same_value(value, gold, context):
         return ""
     for other in reading.others:
-        if not same_value(other, value):
+        if not _uncheckable(other.node, value.node) and not same_value(other, value):
             return FALSE_RELATION
     if reading.clauses and not _clauses_hold(reading.clauses, value):
         return FALSE_RELATION
