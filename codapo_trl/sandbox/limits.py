@@ -1,4 +1,5 @@
-"""Resource limits: the rlimits of every execution and the cgroup v1 memory + pids pair (when the program may fork)."""
+"""Resource limits: the rlimits of every execution, the limits of its private IPC namespace, and the cgroup v1
+memory + pids pair (when the program may fork)."""
 
 from __future__ import annotations
 
@@ -190,3 +191,26 @@ def rlimits(config: SandboxConfig, active: Collection[str], max_workers: int) ->
         total = _count_user_tasks(os.getuid()) + cfg.max_processes * max_workers + 64
         limits.append(("RLIMIT_NPROC", total, total))
     return limits
+
+
+# The IPC namespace's own limits (`/proc/sys/kernel/shm*`, `msg*`, `sem` and `/proc/sys/fs/mqueue/*` are per IPC
+# namespace): SysV shared memory at most SHM_MIB in all, few message queues and semaphores, no POSIX message
+# queue. Written by the bootstrap right after it enters the namespace (the `netns` layer), as its owner.
+SHM_MIB = 16
+
+
+def ipc_namespace_limits(page_size: int | None = None) -> dict[str, str]:
+    """The sysctl files (below `/proc/sys`) and values the bootstrap writes in the program's new IPC namespace, so
+    that SysV shared memory, message queues and semaphores are bounded there even without `seccomp` (which refuses
+    them), and freed with the namespace when the program ends."""
+    page = page_size or os.sysconf("SC_PAGE_SIZE")
+    return {
+        "kernel/shmmax": str(SHM_MIB * _MiB),
+        "kernel/shmall": str(SHM_MIB * _MiB // page),  # in pages
+        "kernel/shmmni": "16",
+        "kernel/shm_rmid_forced": "1",  # a segment goes when its last user detaches or exits
+        "kernel/msgmni": "4",
+        "kernel/msgmnb": "65536",
+        "kernel/sem": "32 128 32 4",  # semmsl semmns semopm semmni
+        "fs/mqueue/queues_max": "0",
+    }

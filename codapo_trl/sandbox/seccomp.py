@@ -75,6 +75,41 @@ _SYSCALLS = {
     "process_mrelease": (448, 448),
     "fork": (57, -1),
     "vfork": (58, -1),
+    # Memory no rlimit counts (issue 61): memfd files are not in RLIMIT_AS and can be loaded as native code
+    # (`dlopen("/proc/self/fd/N")`), SysV shared memory outlives the process in the host's IPC namespace.
+    "memfd_create": (319, 279),
+    "memfd_secret": (447, 447),
+    "shmget": (29, 194),
+    "shmat": (30, 196),
+    "shmctl": (31, 195),
+    "shmdt": (67, 197),
+    # Host-wide or per-user kernel objects one program could exhaust (issue 61): aio contexts (`fs.aio-max-nr` is
+    # shared by the whole host), inotify instances and watches (per user, counted up to the trainer's uid in a user
+    # namespace), POSIX message queues and SysV message queues and semaphores. No honest program needs them (the
+    # standard library wraps none of them).
+    "io_setup": (206, 0),
+    "io_destroy": (207, 1),
+    "io_submit": (209, 2),
+    "io_cancel": (210, 3),
+    "io_getevents": (208, 4),
+    "io_pgetevents": (333, 292),
+    "inotify_init": (253, -1),
+    "inotify_init1": (294, 26),
+    "inotify_add_watch": (254, 27),
+    "mq_open": (240, 180),
+    "mq_unlink": (241, 181),
+    "mq_timedsend": (242, 182),
+    "mq_timedreceive": (243, 183),
+    "mq_notify": (244, 184),
+    "mq_getsetattr": (245, 185),
+    "msgget": (68, 186),
+    "msgsnd": (69, 189),
+    "msgrcv": (70, 188),
+    "msgctl": (71, 187),
+    "semget": (64, 190),
+    "semop": (65, 193),
+    "semctl": (66, 191),
+    "semtimedop": (220, 192),
 }
 # Signal-sending syscalls whose first argument (a pid / tgid) must be the program itself.
 _SELF_ONLY = {"kill": (62, 129), "tgkill": (234, 131), "rt_sigqueueinfo": (129, 138), "rt_tgsigqueueinfo": (297, 240)}
