@@ -85,9 +85,13 @@ def write_file(path, text):
 
 def set_ipc_limits(limits):
     # The new IPC namespace's own limits (issue 61): SysV shared memory, message queues and semaphores bounded, no
-    # POSIX message queue; all of it dies with the namespace. As its owner (root, or the user namespace's).
+    # POSIX message queue (defence in depth: seccomp refuses them all). Best effort: root may write them, a user
+    # namespace that maps no root may not (the kernel refuses); the namespace's objects die with it either way.
     for name, value in limits.items():
-        write_file("/proc/sys/" + name, value)
+        try:
+            write_file("/proc/sys/" + name, value)
+        except OSError:
+            return
 
 
 def mount_points():

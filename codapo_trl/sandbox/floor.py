@@ -34,7 +34,8 @@ def floor_gaps(
     of processes (`uid`, `userns`, `cgroup`, or `seccomp` without `allow_fork`), and (issue 61) every kind of
     memory bounded: the whole tree's (`cgroup`, or `seccomp` without `allow_fork`: one process under
     `RLIMIT_AS`), memfd files (`seccomp` refuses `memfd_create`), the files it writes (`mountns`: size-limited
-    tmpfs), SysV shared memory (`seccomp` refuses it, or the private IPC namespace of `netns`); no code the
+    tmpfs), SysV shared memory (`seccomp` refuses it; the private IPC namespace of `netns` frees it with the run
+    and, as root, bounds it); no code the
     program writes runs (`mountns`: every writable mount `noexec`; `seccomp`: no memfd, which `dlopen` would map
     from `/proc/self/fd`; `landlock` or `audit`: no `/proc/self/mem`); no native module outside the standard
     library (`mountns` hides them, unless `allow_native_modules`); no host-wide kernel resource taken (`seccomp`
@@ -57,8 +58,8 @@ def floor_gaps(
         )
     if "seccomp" not in have:
         gaps.append(
-            "memfd memory bounded and not loadable as native code (needs the seccomp layer, which refuses "
-            "memfd_create: RLIMIT_AS does not count memfd files, and dlopen maps them from /proc/self/fd)"
+            "memfd and SysV shared memory bounded, memfd not loadable as native code (needs the seccomp layer, which "
+            "refuses memfd_create and shmget: RLIMIT_AS counts neither, dlopen maps a memfd from /proc/self/fd)"
         )
         gaps.append(
             "host-wide kernel resources not exhausted: aio contexts, inotify, message queues, semaphores, keyrings "
@@ -74,10 +75,6 @@ def floor_gaps(
                 "no native module outside the standard library, such as site-packages' _cffi_backend (needs the "
                 "mountns layer, or SandboxConfig(allow_native_modules=True))"
             )
-    if not have & {"seccomp", "netns"}:
-        gaps.append(
-            "SysV shared memory bounded and freed (needs the seccomp layer, or netns: a private IPC namespace)"
-        )
     if not have & {"landlock", "audit"}:
         gaps.append("no writes into the program's own code through /proc/self/mem (needs the landlock or audit layer)")
     return gaps
