@@ -58,11 +58,11 @@ def _config(name: str, **extra) -> SandboxConfig:
     return SandboxConfig(**FAST, disable=disable, **extra)
 
 
-def _accepted(name: str, allow_fork: bool = False) -> bool:
+def _floor_accepts(name: str, allow_fork: bool = False) -> bool:
     return not floor_gaps(detect_isolation(_config(name)).active, allow_fork)
 
 
-CONFIG_NAMES = [name for name in CANDIDATE_NAMES if _accepted(name)]
+CONFIG_NAMES = [name for name in CANDIDATE_NAMES if _floor_accepts(name)]
 
 
 CONFIGS = [pytest.param(name, id=name) for name in CONFIG_NAMES]
@@ -488,7 +488,7 @@ def test_no_writes_outside_the_working_directory(config, tmp_path_factory):
 
 @pytest.mark.parametrize("config", CONFIGS)
 def test_fork_attempts_are_bounded(config):
-    if not _accepted(config, allow_fork=True):  # issue 61: no cgroup, so each process would have its own memory
+    if not _floor_accepts(config, allow_fork=True):  # issue 61: no cgroup, so each process would have its own memory
         with pytest.raises(SandboxFloorError, match="cgroup"):
             _sandbox(config, allow_fork=True)
         pytest.skip(f"{config}: allow_fork=True is refused by the floor (tested above)")
