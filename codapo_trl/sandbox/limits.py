@@ -19,6 +19,8 @@ from codapo_trl.sandbox.host import _kernel_at_least
 
 logger = logging.getLogger(__name__)
 
+SIGPENDING = 256  # signals a program may have queued at once (RLIMIT_SIGPENDING)
+
 
 def _v1_cgroup_dirs() -> dict[str, str] | None:
     """Our own cgroup directory in the v1 `memory` and `pids` hierarchies, if both exist and are writable."""
@@ -181,6 +183,10 @@ def rlimits(config: SandboxConfig, active: Collection[str], max_workers: int) ->
         ("RLIMIT_STACK", cfg.stack_mb * _MiB, cfg.stack_mb * _MiB),
         ("RLIMIT_MEMLOCK", 0, 0),
         ("RLIMIT_MSGQUEUE", 0, 0),
+        # Queued signals are counted per user, up to the trainer's uid in a user namespace (issue 61: a program
+        # that blocks a real-time signal and sends it to itself would queue one kernel object per call).
+        ("RLIMIT_SIGPENDING", SIGPENDING, SIGPENDING),
+        ("RLIMIT_RTPRIO", 0, 0),  # no real-time scheduling (a SCHED_FIFO loop would starve the trainer's core)
     ]
     # RLIMIT_NPROC counts the tasks (processes and threads) of the real uid: exact with a dedicated uid, or in a
     # user namespace on Linux >= 5.14 (counted per namespace). Sharing the trainer's uid, the best we can do is

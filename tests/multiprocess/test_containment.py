@@ -212,7 +212,10 @@ def test_posix_shared_memory_is_bounded(config):
 
 
 HONEST = """
-import _bisect, _decimal, _heapq, _json, _pickle, array, math, mmap, select, tempfile, unicodedata, zlib
+import _bisect, _decimal, _heapq, _json, _pickle, array, math, mmap, os, select, signal, tempfile, unicodedata, zlib
+got = []
+signal.signal(signal.SIGUSR1, lambda *a: got.append(1))
+os.kill(os.getpid(), signal.SIGUSR1)
 block = bytearray(64 << 20)
 m = mmap.mmap(-1, 8 << 20)
 m[:5] = b"hello"
@@ -223,7 +226,7 @@ with tempfile.TemporaryFile() as f:
 with open("scratch.txt", "w") as f:
     f.write("ok")
 print(len(block) >> 20, m[:5].decode(), size >> 20, open("scratch.txt").read(), math.isqrt(10**20),
-      str(_decimal.Decimal(1) / 7)[:5], _json.encode_basestring("a"), zlib.crc32(b"a"))
+      str(_decimal.Decimal(1) / 7)[:5], _json.encode_basestring("a"), zlib.crc32(b"a"), len(got))
 """
 
 
@@ -231,7 +234,26 @@ print(len(block) >> 20, m[:5].decode(), size >> 20, open("scratch.txt").read(), 
 def test_honest_program_keeps_its_memory_files_and_native_modules(config):
     result = _sandbox(config).run(HONEST)
     assert result.ok, (config, result)
-    assert result.stdout.split() == ["64", "hello", "4", "ok", "10000000000", "0.142", '"a"', "3904355907"], result
+    expected = ["64", "hello", "4", "ok", "10000000000", "0.142", '"a"', "3904355907", "1"]
+    assert result.stdout.split() == expected, result
+
+
+SIGNALS = """
+import os, signal
+signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGRTMIN + 1])
+for _ in range(2000):  # each queued real-time signal is a kernel object counted against the user
+    os.kill(os.getpid(), signal.SIGRTMIN + 1)  # past the limit the kernel drops it silently
+with open("/proc/self/status") as f:
+    queued = next(line.split()[1] for line in f if line.startswith("SigQ:"))  # "queued/limit"
+print("held", queued.split("/")[0], "of", queued.split("/")[1])
+"""
+
+
+@pytest.mark.parametrize("config", CONFIGS)
+def test_queued_signals_are_bounded(config):
+    """Pending signals are counted per user (the trainer's, in a user namespace): RLIMIT_SIGPENDING is 256."""
+    result = _sandbox(config).run(SIGNALS)
+    assert 0 < _held(result) <= 256 and result.stdout.split()[-1] == "256", (config, result)
 
 
 # ---------------------------------------------------------------------------------------------------- native code
