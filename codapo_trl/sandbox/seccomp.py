@@ -114,6 +114,10 @@ _SYSCALLS = {
 # Signal-sending syscalls whose first argument (a pid / tgid) must be the program itself.
 _SELF_ONLY = {"kill": (62, 129), "tgkill": (234, 131), "rt_sigqueueinfo": (129, 138), "rt_tgsigqueueinfo": (297, 240)}
 _CLONE = {"clone": (56, 220), "clone3": (435, 435)}
+# fcntl(fd, F_SETPIPE_SZ, n) is refused: pipe buffers are counted per user (the trainer's, in a user namespace), and
+# at the default 64 KiB the max_open_files / 2 pipes a program can have hold 2 MiB at most.
+_FCNTL = (72, 25)
+_F_SETPIPE_SZ = 1031
 _CLONE_THREAD = 0x00010000
 # CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET
 _CLONE_NEW_ANY = 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000 | 0x40000000
@@ -156,6 +160,14 @@ def _build_seccomp_filter(arch: str, allow_fork: bool) -> tuple[bytes, list[int]
             if ins[3] == SECCOMP_SELF_PLACEHOLDER:
                 patch.append(base + j)
         insns += body
+    off_arg1 = off_arg0 + 8
+    insns += [
+        [jeq_k, 0, 4, _FCNTL[col]],
+        [ld_w_abs, 0, 0, off_arg1],
+        [jeq_k, 0, 1, _F_SETPIPE_SZ],
+        [ret_k, 0, 0, eperm],
+        [ret_k, 0, 0, allow],
+    ]
     # clone(): never into new namespaces; without allow_fork, threads only (CLONE_THREAD in the flags).
     # clone3() -> ENOSYS (its flags are in memory, out of a filter's reach) so that libc falls back to clone().
     insns += [

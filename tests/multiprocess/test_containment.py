@@ -256,6 +256,29 @@ def test_queued_signals_are_bounded(config):
     assert 0 < _held(result) <= 256 and result.stdout.split()[-1] == "256", (config, result)
 
 
+PIPES = """
+import fcntl, os
+pipes, held = [], 0
+for _ in range(30):
+    r, w = os.pipe()
+    pipes.append((r, w))
+    try:
+        fcntl.fcntl(w, fcntl.F_SETPIPE_SZ, 1 << 20)
+    except OSError:
+        pass
+    held += fcntl.fcntl(w, fcntl.F_GETPIPE_SZ)
+print("held", held >> 20, "KiB", held >> 10)
+"""
+
+
+@pytest.mark.parametrize("config", CONFIGS)
+def test_pipe_buffers_are_bounded(config):
+    """Pipe buffers are counted per user: growing one (`F_SETPIPE_SZ`) is refused by seccomp, so 30 pipes hold
+    their default 64 KiB each (30 MiB at the 1 MiB the kernel would allow)."""
+    result = _sandbox(config).run(PIPES)
+    assert result.ok and result.stdout.split()[-1] == str(30 * 64), (config, result)
+
+
 # ---------------------------------------------------------------------------------------------------- native code
 
 WRITTEN_CODE = """
@@ -376,9 +399,10 @@ CONTAINMENT_SYSCALLS = (
 )
 
 
-def _bpf_verdict(prog: bytes, nr: int, arch: int) -> int:
-    """Run the classic-BPF filter on `struct seccomp_data` with null arguments."""
-    data = struct.pack("=iI", nr, arch) + bytes(8 + 48)
+def _bpf_verdict(prog: bytes, nr: int, arch: int, args: tuple[int, ...] = ()) -> int:
+    """Run the classic-BPF filter on `struct seccomp_data` (arguments zero unless given)."""
+    args = (*args, *(0,) * (6 - len(args)))
+    data = struct.pack("=iIQ", nr, arch, 0) + b"".join(struct.pack("=Q", a) for a in args)
     insns = [struct.unpack("=HBBI", prog[i : i + 8]) for i in range(0, len(prog), 8)]
     pc, acc = 0, 0
     for _ in range(10_000):
@@ -406,6 +430,9 @@ def test_seccomp_refuses_unbounded_and_host_wide_resources(allow_fork):
         for allowed in ("mmap", "read"):  # what honest programs need is not caught
             nr = {"mmap": (9, 222), "read": (0, 63)}[allowed][col]
             assert _bpf_verdict(prog, nr, arch) == 0x7FFF0000, (arch_name, allowed)
+        fcntl = (72, 25)[col]
+        assert _bpf_verdict(prog, fcntl, arch, (3, 1031)) == 0x00050001, arch_name  # F_SETPIPE_SZ
+        assert _bpf_verdict(prog, fcntl, arch, (3, 1)) == 0x7FFF0000, arch_name  # F_GETFD
 
 
 _LIVE = r"""
