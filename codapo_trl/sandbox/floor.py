@@ -35,11 +35,11 @@ def floor_gaps(
     memory bounded: the whole tree's (`cgroup`, or `seccomp` without `allow_fork`: one process under
     `RLIMIT_AS`), memfd files (`seccomp` refuses `memfd_create`), the files it writes (`mountns`: size-limited
     tmpfs), SysV shared memory (`seccomp` refuses it; the private IPC namespace of `netns` frees it with the run
-    and, as root, bounds it); no code the
-    program writes runs (`mountns`: every writable mount `noexec`; `seccomp`: no memfd, which `dlopen` would map
-    from `/proc/self/fd`; `landlock` or `audit`: no `/proc/self/mem`); no native module outside the standard
-    library (`mountns` hides them, unless `allow_native_modules`); no host-wide kernel resource taken (`seccomp`
-    refuses aio, inotify, message queues, semaphores and keyrings).
+    and, as root, bounds it); no code the program writes runs (`mountns`: every writable mount `noexec`;
+    `seccomp`: no memfd, which `dlopen` would map from `/proc/self/fd`; `landlock` or `audit`: no
+    `/proc/self/mem`); no native module outside the standard library (`mountns` hides them, unless
+    `allow_native_modules`); no host-wide kernel resource taken (`seccomp` refuses aio, inotify, message queues,
+    semaphores and keyrings). docs/isolation.md has the table: resource, bound, layer, test.
     """
     have = set(active)
     gaps = []

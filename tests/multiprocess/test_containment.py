@@ -327,6 +327,8 @@ def _foreign_native_modules() -> list[str]:
     prefix = os.path.dirname(os.path.dirname(python))
     found = glob.glob(prefix + "/lib/python3*/site-packages/**/*.so", recursive=True)[:20]
     found += glob.glob("/usr/lib/python3/dist-packages/*.so") + glob.glob("/usr/local/lib/python3*/*-packages/*.so")
+    if prefix != "/usr":  # another installation's own ctypes, built for the same Python version
+        found += glob.glob("/usr/lib/python3*/lib-dynload/_ctypes*.so")
     return sorted(set(found))
 
 
