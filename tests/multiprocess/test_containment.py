@@ -343,9 +343,9 @@ for path in {paths!r}:
         out.append(path)
     except Exception:
         pass
-sys.path[:0] = {dirs!r}
-try:
-    import _cffi_backend
+try:  # found by the import system in those directories, as `import` would with them on the path
+    spec = importlib.machinery.PathFinder.find_spec("_cffi_backend", {dirs!r})
+    importlib.util.module_from_spec(spec)
     out.append("import _cffi_backend")
 except Exception:
     pass
