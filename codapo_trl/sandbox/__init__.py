@@ -40,19 +40,24 @@ what is active is logged once at start-up, with a warning for each missing kind 
   pool (`uid_base`...), so it cannot signal, ptrace or write to anything the trainer owns, and `RLIMIT_NPROC`
   (counted per uid) is really enforced.
 - `userns`: when not root, an unprivileged user namespace is used to get the namespaces below.
-- `netns`: a fresh network namespace (a downed loopback device only): no connection to anything, even localhost.
+- `netns`: a fresh network namespace (a downed loopback device only): no connection to anything, even localhost;
+  with it a private IPC namespace whose SysV objects and message queues die with the run (as root, with small
+  limits set by the bootstrap).
 - `pidns`: a fresh PID namespace; the program is its PID 1, so when it exits or is killed the kernel kills every
   process it left behind, including double-forked and `setsid` daemons.
 - `mountns`: a private mount namespace in which every mount is remounted read-only, `/root`, `/home` and the
   trainer's `$HOME` are hidden behind empty tmpfs, `/tmp`, `/var/tmp` and `/dev/shm` are private size-limited
-  tmpfs, and the working directory is a private size-limited tmpfs (it vanishes with the namespace).
+  tmpfs, and the working directory is a private size-limited tmpfs (it vanishes with the namespace); every writable
+  mount is `noexec`, and the `site-packages` of the interpreter and of every other Python installation are hidden
+  (unless `allow_native_modules`).
 - `cgroup`: (cgroup v1, used when the program may fork) a memory cgroup limiting the whole tree's memory plus its
   tmpfs files and detecting OOM kills, and a pids cgroup.
 - `landlock`: writes only in the working directory and `/dev/null`, reads only the interpreter's prefix, the
   loader's libraries, `/dev` and `/proc/self`; no TCP bind/connect; no signals to processes outside the sandbox.
 - `seccomp`: a classic-BPF syscall filter (x86_64 / aarch64): no sockets, no new processes unless
   `allow_fork=True` (threads are fine), signals only to itself, no ptrace, mount, namespace, keyring, bpf, perf,
-  io_uring, kexec or module syscalls.
+  io_uring, kexec or module syscalls; no memfd or SysV shared memory (memory no rlimit counts), no aio, inotify,
+  message queues or semaphores (host-wide or per-user kernel objects).
 - `rlimits` (always): CPU time, address space, file size, open files, stack, core dumps, processes.
 - `audit` (defence in depth only): a `sys.addaudithook` hook installed before the program's first line that
   refuses sockets, subprocesses/exec, signals to other processes, ctypes, writes outside the working directory,

@@ -83,6 +83,17 @@ def write_file(path, text):
         os.close(fd)
 
 
+def set_ipc_limits(limits):
+    # The new IPC namespace's own limits (issue 61): SysV shared memory, message queues and semaphores bounded, no
+    # POSIX message queue (defence in depth: seccomp refuses them all). Best effort: root may write them, a user
+    # namespace that maps no root may not (the kernel refuses); the namespace's objects die with it either way.
+    for name, value in limits.items():
+        try:
+            write_file("/proc/sys/" + name, value)
+        except OSError:
+            return
+
+
 def mount_points():
     out = []
     with open("/proc/self/mountinfo") as f:
@@ -144,21 +155,30 @@ def setup_mounts(cfg):
     remount_readonly("/dev")
     for path in cfg["mask_files"]:  # native modules that give Python code raw memory access
         mount("/dev/null", path, None, MS_BIND)
+    # Every mount a program can write is size-limited and noexec (issue 61: no code the program writes can run, a
+    # file it writes cannot be mapped executable); hidden directories are empty and (once the interpreter's
+    # directories are bound back below them) read-only.
+    sealed = MS_NOSUID | MS_NODEV | MS_NOEXEC
     for path in cfg["hide"]:
-        mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,nr_inodes=256,mode=0755")
+        mount("tmpfs", path, "tmpfs", sealed, "size=1m,nr_inodes=256,mode=0755")
     for path in cfg["private_tmp"]:
-        mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, f"size={int(cfg['tmp_kb'])}k,nr_inodes=1024,mode=1777")
+        mount("tmpfs", path, "tmpfs", sealed, f"size={int(cfg['tmp_kb'])}k,nr_inodes=1024,mode=1777")
     for path, fd in keep_fds:  # the interpreter, if it lived below a directory hidden above
         os.makedirs(path, mode=0o755, exist_ok=True)
         mount(f"/proc/self/fd/{fd}", path, None, MS_BIND | MS_REC)
         remount_readonly(path)
         os.close(fd)
+    for path in cfg["hide"]:
+        remount_readonly(path)
+    for path in cfg["hide_modules"]:  # Python modules outside the standard library (once the interpreter is back)
+        if os.path.isdir(path):  # (not there: below a hidden directory already)
+            mount("tmpfs", path, "tmpfs", sealed | MS_RDONLY, "size=4k,nr_inodes=16,mode=0755")
     work = cfg["workdir"]
     os.makedirs(work, exist_ok=True)
     opts = f"size={int(cfg['tmpfs_kb'])}k,nr_inodes=4096,mode=0700"  # int(): as %d did
     if cfg["uid"] is not None:
         opts += f",uid={cfg['uid']},gid={cfg['uid']}"
-    mount("tmpfs", work, "tmpfs", MS_NOSUID | MS_NODEV, opts)
+    mount("tmpfs", work, "tmpfs", sealed, opts)
     if cfg["pidns"]:
         try:  # noqa: SIM105
             mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
@@ -210,7 +230,8 @@ def install_landlock(spec):
     if ruleset < 0:
         raise OSError(ctypes.get_errno(), "landlock_create_ruleset")
     try:
-        rules = [(p, read) for p in spec["read"]] + [(spec["write"], fs_all)] + [("/dev/null", file_rw)]
+        # The working directory: every right but EXECUTE (issue 61: nothing the program writes is executed).
+        rules = [(p, read) for p in spec["read"]] + [(spec["write"], fs_all & ~1)] + [("/dev/null", file_rw)]
         for path, access in rules:
             try:
                 fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
@@ -368,6 +389,8 @@ def main():
             if cfg[layer]:
                 STAGE[0] = layer
                 check(libc.unshare(flag), "unshare(" + layer + ")")
+                if layer == "netns":
+                    set_ipc_limits(cfg["ipc_limits"])
     except Exception as exc:
         report(event="setup_error", stage=STAGE[0], error=f"{type(exc).__name__}: {exc}")
         return 0

@@ -34,7 +34,9 @@ class SandboxConfig:
         cpu_time (`float`, *optional*): CPU-time limit in seconds per process (`RLIMIT_CPU`, rounded up to whole
             seconds); defaults to `timeout`.
         memory_mb (`int`): address-space limit per process (`RLIMIT_AS`); with the `cgroup` layer the whole tree's
-            resident memory plus its tmpfs files is limited to `memory_mb + 128` MiB as well.
+            resident memory plus its tmpfs files is limited to `memory_mb + 128` MiB as well. Memory no rlimit
+            counts is bounded by the layers (see `docs/isolation.md`): memfd and SysV shared memory are refused by
+            `seccomp`, files by the tmpfs sizes of `mountns`.
         max_output_bytes (`int`): cap on captured stdout, and on total stderr; exceeding either kills the run.
         stderr_tail_bytes (`int`): how much of the end of stderr is kept in the result.
         max_file_mb (`int`): largest file the program may write (`RLIMIT_FSIZE`).
@@ -55,6 +57,12 @@ class SandboxConfig:
         allow_below_floor (`bool`): run untrusted programs even when the active layers do not reach the isolation
             floor (see [`floor_gaps`]); also switched on by the environment variable
             `CODAPO_SANDBOX_ALLOW_BELOW_FLOOR=1`. For debugging on machines without namespaces only.
+        allow_native_modules (`bool`): let programs load native extension modules from outside the standard
+            library's own `lib-dynload` (third-party packages in the interpreter's `site-packages`, such as
+            `_cffi_backend`, and other Python installations on the machine). Off by default: the `mountns` layer
+            hides those directories (an extension module runs native code, which the audit hook cannot see), and
+            without `mountns` the floor refuses. Only for a trusted interpreter whose packages you want programs to
+            use (numpy still needs the import path: the interpreter runs with `-S`).
     """
 
     timeout: float = 4.0
@@ -76,6 +84,7 @@ class SandboxConfig:
     uid_count: int = 512
     base_dir: str | None = None
     allow_below_floor: bool = False
+    allow_native_modules: bool = False
 
     def __post_init__(self) -> None:
         unknown = set(self.disable) - set(ALL_LAYERS)

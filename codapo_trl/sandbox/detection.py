@@ -57,7 +57,7 @@ def detect_isolation(config: SandboxConfig | None = None) -> IsolationReport:
         report = _detect(config, python)
         _DETECTED[key] = report
         logger.info("codapo sandbox isolation: %s", report.summary())
-        gaps = floor_gaps(report.active, config.allow_fork, _kernel_at_least(5, 14))
+        gaps = floor_gaps(report.active, config.allow_fork, _kernel_at_least(5, 14), config.allow_native_modules)
         if gaps:
             logger.error("codapo sandbox: below the isolation floor (untrusted code is refused): %s", "; ".join(gaps))
         else:

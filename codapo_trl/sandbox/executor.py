@@ -34,14 +34,15 @@ from codapo_trl.sandbox import judge as _judge_module
 from codapo_trl.sandbox import wire
 from codapo_trl.sandbox.config import SCRIPT, ExecutionResult, Harness, IsolationReport, SandboxConfig, Status, _MiB
 from codapo_trl.sandbox.host import _default_python, _python_roots, _sweep_by_token, _UidPool
-from codapo_trl.sandbox.limits import _cgroup_slot, _Cgroups, _v1_cgroup_dirs, rlimits
+from codapo_trl.sandbox.limits import _cgroup_slot, _Cgroups, _v1_cgroup_dirs, ipc_namespace_limits, rlimits
 from codapo_trl.sandbox.mounts import (
     _LANDLOCK_EXTRA_READ,
     _PRIVATE_TMP_CANDIDATES,
     _READ_ROOTS,
-    _masked_modules,
     exposed_dirs,
     hidden_dirs,
+    module_dirs_to_hide,
+    native_module_masks,
 )
 from codapo_trl.sandbox.seccomp import _build_seccomp_filter
 
@@ -200,7 +201,7 @@ class Executor:
             child_cfg = {
                 "status_fd": status_w,
                 "channel_fds": channel[:2],
-                "mask_files": _masked_modules(self._python) if mountns else [],
+                "mask_files": native_module_masks(self._python, cfg.allow_native_modules) if mountns else [],
                 "source": source,
                 "runner": {"sources": sources, "copies": copies},
                 "workdir": workdir,
@@ -213,6 +214,8 @@ class Executor:
                 "strict_readonly": False,
                 "expose": exposed_dirs(self._python, cfg.base_dir) if mountns else [],
                 "hide": hidden_dirs(self._python, cfg.base_dir) if mountns else [],
+                "hide_modules": module_dirs_to_hide(self._python, cfg.allow_native_modules) if mountns else [],
+                "ipc_limits": ipc_namespace_limits(),
                 "private_tmp": [p for p in _PRIVATE_TMP_CANDIDATES if os.path.isdir(p) and not os.path.islink(p)],
                 "tmp_kb": 16 * 1024,
                 "tmpfs_kb": cfg.tmpfs_mb * 1024,

@@ -1,4 +1,5 @@
-"""Resource limits: the rlimits of every execution and the cgroup v1 memory + pids pair (when the program may fork)."""
+"""Resource limits: the rlimits of every execution, the limits of its private IPC namespace, and the cgroup v1
+memory + pids pair (when the program may fork)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ from codapo_trl.sandbox.host import _kernel_at_least
 
 
 logger = logging.getLogger(__name__)
+
+SIGPENDING = 256  # signals a program may have queued at once (RLIMIT_SIGPENDING)
 
 
 def _v1_cgroup_dirs() -> dict[str, str] | None:
@@ -180,6 +183,10 @@ def rlimits(config: SandboxConfig, active: Collection[str], max_workers: int) ->
         ("RLIMIT_STACK", cfg.stack_mb * _MiB, cfg.stack_mb * _MiB),
         ("RLIMIT_MEMLOCK", 0, 0),
         ("RLIMIT_MSGQUEUE", 0, 0),
+        # Queued signals are counted per user, up to the trainer's uid in a user namespace (issue 61: a program
+        # that blocks a real-time signal and sends it to itself would queue one kernel object per call).
+        ("RLIMIT_SIGPENDING", SIGPENDING, SIGPENDING),
+        ("RLIMIT_RTPRIO", 0, 0),  # no real-time scheduling (a SCHED_FIFO loop would starve the trainer's core)
     ]
     # RLIMIT_NPROC counts the tasks (processes and threads) of the real uid: exact with a dedicated uid, or in a
     # user namespace on Linux >= 5.14 (counted per namespace). Sharing the trainer's uid, the best we can do is
@@ -190,3 +197,26 @@ def rlimits(config: SandboxConfig, active: Collection[str], max_workers: int) ->
         total = _count_user_tasks(os.getuid()) + cfg.max_processes * max_workers + 64
         limits.append(("RLIMIT_NPROC", total, total))
     return limits
+
+
+# The IPC namespace's own limits (`/proc/sys/kernel/shm*`, `msg*`, `sem` and `/proc/sys/fs/mqueue/*` are per IPC
+# namespace): SysV shared memory at most SHM_MIB in all, few message queues and semaphores, no POSIX message
+# queue. Written by the bootstrap right after it enters the namespace (the `netns` layer), as its owner.
+SHM_MIB = 16
+
+
+def ipc_namespace_limits(page_size: int | None = None) -> dict[str, str]:
+    """The sysctl files (below `/proc/sys`) and values the bootstrap writes in the program's new IPC namespace, so
+    that SysV shared memory, message queues and semaphores are bounded there even without `seccomp` (which refuses
+    them), and freed with the namespace when the program ends."""
+    page = page_size or os.sysconf("SC_PAGE_SIZE")
+    return {
+        "kernel/shmmax": str(SHM_MIB * _MiB),
+        "kernel/shmall": str(SHM_MIB * _MiB // page),  # in pages
+        "kernel/shmmni": "16",
+        "kernel/shm_rmid_forced": "1",  # a segment goes when its last user detaches or exits
+        "kernel/msgmni": "4",
+        "kernel/msgmnb": "65536",
+        "kernel/sem": "32 128 32 4",  # semmsl semmns semopm semmni
+        "fs/mqueue/queues_max": "0",
+    }

@@ -1,6 +1,6 @@
 """What the `mountns` layer hides, keeps and masks, and what programs may read (also used by Landlock and the audit
 hook): host directories hidden behind empty tmpfs, private temporary directories, the interpreter's directories bound
-back, and native modules that give raw memory access."""
+back, native modules that give raw memory access, and every native module outside the standard library's own."""
 
 from __future__ import annotations
 
@@ -101,6 +101,72 @@ def _masked_modules(python: str) -> list[str]:
                 if name.split(".")[0] in _MASKED_MODULE_PREFIXES:
                     out.append(os.path.realpath(os.path.join(dynload, name)))
     return sorted(set(out))
+
+
+# Where Python installations keep their modules, besides the runner interpreter's own prefix.
+_SYSTEM_PYTHON_LIBS = ("/usr/lib/python3*", "/usr/local/lib/python3*", "/usr/lib64/python3*", "/usr/lib/pypy*")
+_PACKAGE_DIRS = ("site-packages", "dist-packages")
+
+
+@functools.cache
+def _stdlib_dirs(python: str) -> tuple[str, ...]:
+    """The runner interpreter's standard-library directories (`<prefix>/lib/python3.X`, holding `os.py`)."""
+    out = []
+    for root in _python_roots(python):
+        for lib in glob.glob(os.path.join(root, "lib", "python3*")):
+            if os.path.isfile(os.path.join(lib, "os.py")):
+                out.append(os.path.realpath(lib))
+    return tuple(sorted(set(out)))
+
+
+@functools.cache
+def _foreign_module_dirs(python: str) -> tuple[str, ...]:
+    """Directories that hold Python modules outside the runner's standard library: the `site-packages` and
+    `dist-packages` of its prefix and of its standard library, and every other Python installation's library
+    below `/usr` (an extension module built for another version can still be loaded). Hidden by `mountns` unless
+    `allow_native_modules` (issue 61: `_cffi_backend` in site-packages gave programs native code)."""
+    stdlib = _stdlib_dirs(python)
+    out: list[str] = []
+    for root in _python_roots(python):
+        for pattern in ("lib/python3*/*-packages", "lib/python3/*-packages", "lib64/python3*/*-packages"):
+            out += glob.glob(os.path.join(root, pattern))
+    for pattern in _SYSTEM_PYTHON_LIBS:
+        for lib in glob.glob(pattern):
+            real = os.path.realpath(lib)
+            if real in stdlib or any(s.startswith(real + "/") for s in stdlib):
+                out += [os.path.join(real, d) for d in _PACKAGE_DIRS]  # the runner's own: only its packages
+            else:
+                out.append(real)
+    dirs = sorted({os.path.realpath(d) for d in out if os.path.isdir(d) and not os.path.islink(d)})
+    return tuple(d for d in dirs if not any(d != q and d.startswith(q + "/") for q in dirs))
+
+
+@functools.cache
+def _foreign_native_files(python: str) -> tuple[str, ...]:
+    """Native modules inside the runner's standard library but outside `lib-dynload` (a test directory's, a
+    vendored package's): masked by `mountns` unless `allow_native_modules`."""
+    out = []
+    for lib in _stdlib_dirs(python):
+        for here, dirs, files in os.walk(lib):
+            dirs[:] = [d for d in dirs if d not in ("lib-dynload", *_PACKAGE_DIRS)]
+            out += [os.path.join(here, f) for f in files if f.endswith(".so") or ".so." in f]
+    return tuple(sorted(out))
+
+
+def native_module_masks(python: str, allow_native_modules: bool) -> list[str]:
+    """Files the `mountns` layer binds `/dev/null` over: native modules with raw memory access, and (unless
+    `allow_native_modules`) native modules of the standard library's directory outside `lib-dynload`."""
+    masks = _masked_modules(python)
+    if not allow_native_modules:
+        masks = sorted({*masks, *_foreign_native_files(python)})
+    return masks
+
+
+def module_dirs_to_hide(python: str, allow_native_modules: bool) -> list[str]:
+    """Directories of Python modules outside the runner's standard library, which the `mountns` layer hides behind
+    an empty read-only tmpfs after the interpreter's directories are bound back (so also its own `site-packages`);
+    none with `allow_native_modules`."""
+    return [] if allow_native_modules else list(_foreign_module_dirs(python))
 
 
 def hidden_dirs(python: str, base_dir: str | None) -> list[str]:

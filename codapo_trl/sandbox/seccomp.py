@@ -75,10 +75,49 @@ _SYSCALLS = {
     "process_mrelease": (448, 448),
     "fork": (57, -1),
     "vfork": (58, -1),
+    # Memory no rlimit counts (issue 61): memfd files are not in RLIMIT_AS and can be loaded as native code
+    # (`dlopen("/proc/self/fd/N")`), SysV shared memory outlives the process in the host's IPC namespace.
+    "memfd_create": (319, 279),
+    "memfd_secret": (447, 447),
+    "shmget": (29, 194),
+    "shmat": (30, 196),
+    "shmctl": (31, 195),
+    "shmdt": (67, 197),
+    # Host-wide or per-user kernel objects one program could exhaust (issue 61): aio contexts (`fs.aio-max-nr` is
+    # shared by the whole host), inotify instances and watches (per user, counted up to the trainer's uid in a user
+    # namespace), POSIX message queues and SysV message queues and semaphores. No honest program needs them (the
+    # standard library wraps none of them).
+    "io_setup": (206, 0),
+    "io_destroy": (207, 1),
+    "io_submit": (209, 2),
+    "io_cancel": (210, 3),
+    "io_getevents": (208, 4),
+    "io_pgetevents": (333, 292),
+    "inotify_init": (253, -1),
+    "inotify_init1": (294, 26),
+    "inotify_add_watch": (254, 27),
+    "mq_open": (240, 180),
+    "mq_unlink": (241, 181),
+    "mq_timedsend": (242, 182),
+    "mq_timedreceive": (243, 183),
+    "mq_notify": (244, 184),
+    "mq_getsetattr": (245, 185),
+    "msgget": (68, 186),
+    "msgsnd": (69, 189),
+    "msgrcv": (70, 188),
+    "msgctl": (71, 187),
+    "semget": (64, 190),
+    "semop": (65, 193),
+    "semctl": (66, 191),
+    "semtimedop": (220, 192),
 }
 # Signal-sending syscalls whose first argument (a pid / tgid) must be the program itself.
 _SELF_ONLY = {"kill": (62, 129), "tgkill": (234, 131), "rt_sigqueueinfo": (129, 138), "rt_tgsigqueueinfo": (297, 240)}
 _CLONE = {"clone": (56, 220), "clone3": (435, 435)}
+# fcntl(fd, F_SETPIPE_SZ, n) is refused: pipe buffers are counted per user (the trainer's, in a user namespace), and
+# at the default 64 KiB the max_open_files / 2 pipes a program can have hold 2 MiB at most.
+_FCNTL = (72, 25)
+_F_SETPIPE_SZ = 1031
 _CLONE_THREAD = 0x00010000
 # CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET
 _CLONE_NEW_ANY = 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000 | 0x40000000
@@ -121,6 +160,14 @@ def _build_seccomp_filter(arch: str, allow_fork: bool) -> tuple[bytes, list[int]
             if ins[3] == SECCOMP_SELF_PLACEHOLDER:
                 patch.append(base + j)
         insns += body
+    off_arg1 = off_arg0 + 8
+    insns += [
+        [jeq_k, 0, 4, _FCNTL[col]],
+        [ld_w_abs, 0, 0, off_arg1],
+        [jeq_k, 0, 1, _F_SETPIPE_SZ],
+        [ret_k, 0, 0, eperm],
+        [ret_k, 0, 0, allow],
+    ]
     # clone(): never into new namespaces; without allow_fork, threads only (CLONE_THREAD in the flags).
     # clone3() -> ENOSYS (its flags are in memory, out of a filter's reach) so that libc falls back to clone().
     insns += [

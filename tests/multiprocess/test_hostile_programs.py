@@ -6,7 +6,10 @@ listener this test starts on 127.0.0.1, a kill attempt only a process this test 
 names unique to the test run.
 
 Configurations: every layer the detector finds ("all"), and each single layer switched off (`SandboxConfig.disable`,
-what the detector falls back to when a layer's set-up fails). The whole matrix runs in the default suite (about a
+what the detector falls back to when a layer's set-up fails) that the floor accepts: since issue 61 the floor refuses
+to run without `mountns` (written files unbounded in total and executable, site-packages' native modules reachable)
+or without `seccomp` (memfd and SysV shared memory unbounded, aio and inotify host-wide), which
+`test_single_missing_layer_is_accepted_or_refused` checks. The whole matrix runs in the default suite (about a
 minute on 2 cores). Below-floor configurations must be refused (`test_below_floor_is_refused`).
 docs/isolation.md counts these cases.
 """
@@ -45,12 +48,21 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 FAST = {"timeout": 3.0, "memory_mb": 256, "max_output_bytes": 1 << 20}
 _ALL = detect_isolation(SandboxConfig(**FAST))
 # What the detector can choose: everything it found, and each of those layers missing.
-CONFIG_NAMES = ["all"] + [f"no-{layer}" for layer in _ALL.active]
+CANDIDATE_NAMES = ["all"] + [f"no-{layer}" for layer in _ALL.active]
+# Layers whose absence the floor refuses since issue 61 (see `floor_gaps`).
+REQUIRED_LAYERS = ("mountns", "seccomp")
 
 
 def _config(name: str, **extra) -> SandboxConfig:
     disable = frozenset() if name == "all" else frozenset({name[3:]})
     return SandboxConfig(**FAST, disable=disable, **extra)
+
+
+def _floor_accepts(name: str, allow_fork: bool = False) -> bool:
+    return not floor_gaps(detect_isolation(_config(name)).active, allow_fork)
+
+
+CONFIG_NAMES = [name for name in CANDIDATE_NAMES if _floor_accepts(name)]
 
 
 CONFIGS = [pytest.param(name, id=name) for name in CONFIG_NAMES]
@@ -476,6 +488,10 @@ def test_no_writes_outside_the_working_directory(config, tmp_path_factory):
 
 @pytest.mark.parametrize("config", CONFIGS)
 def test_fork_attempts_are_bounded(config):
+    if not _floor_accepts(config, allow_fork=True):  # issue 61: no cgroup, so each process would have its own memory
+        with pytest.raises(SandboxFloorError, match="cgroup"):
+            _sandbox(config, allow_fork=True)
+        pytest.skip(f"{config}: allow_fork=True is refused by the floor (tested above)")
     src = (
         "import os, time\nn = 0\nfor _ in range(200):\n    try:\n        pid = os.fork()\n    except OSError:\n"
         "        break\n    if pid == 0:\n        time.sleep(2)\n        os._exit(0)\n    n += 1\nprint(n)\n"
@@ -699,11 +715,19 @@ def test_below_floor_is_refused(disable, monkeypatch):
         assert sb.run("print(6 * 7)").stdout == "42\n"
 
 
-@pytest.mark.parametrize("config", CONFIG_NAMES)
-def test_single_missing_layer_stays_above_the_floor(config):
-    """The fallbacks the detector can take on its own (one layer failing) keep the floor on this machine."""
+@pytest.mark.parametrize("config", CANDIDATE_NAMES)
+def test_single_missing_layer_is_accepted_or_refused(config, monkeypatch):
+    """The fallbacks the detector can take on its own (one layer failing) keep the floor on this machine, except
+    without mountns or seccomp (issue 61): then building the sandbox fails and names the missing layer."""
+    monkeypatch.delenv("CODAPO_SANDBOX_ALLOW_BELOW_FLOOR", raising=False)
     report = detect_isolation(_config(config))
-    assert floor_gaps(report.active) == [], (config, report.summary())
+    gaps = floor_gaps(report.active)
+    if config[3:] in REQUIRED_LAYERS:
+        assert gaps and all(config[3:] in gap for gap in gaps), (config, gaps)
+        with pytest.raises(SandboxFloorError, match=config[3:]):
+            Sandbox(_config(config))
+    else:
+        assert gaps == [], (config, report.summary())
 
 
 def test_startup_log_names_every_layer(caplog):

@@ -462,14 +462,19 @@ def test_sleeper_survives_no_timeout(forking_sandbox):
 # ---------------------------------------------------------------------------------------------------- unprivileged
 
 _UNPRIVILEGED_PROBE = r"""
-import json, os, sys
-from codapo_trl.sandbox import Sandbox, SandboxConfig
-tag, victim = sys.argv[1], int(sys.argv[2])
+import glob, json, os, sys
+from codapo_trl.sandbox import Sandbox, SandboxConfig, SandboxFloorError
+tag, victim, containment = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 out = {}
 for name, disable in (("default", ()), ("no-userns", ("userns",)), ("no-userns-no-audit", ("userns", "audit"))):
-    sb = Sandbox(SandboxConfig(timeout=2, memory_mb=256, disable=frozenset(disable)))
+    try:
+        sb = Sandbox(SandboxConfig(timeout=2, memory_mb=256, disable=frozenset(disable)))
+    except SandboxFloorError as exc:  # issue 61: without a mount namespace, written files are neither bounded nor noexec
+        out[name] = {"refused": str(exc)}
+        sb = Sandbox(SandboxConfig(timeout=2, memory_mb=256, disable=frozenset(disable), allow_below_floor=True))
     path = "/tmp/escape_%s_%s" % (tag, name)
     out[name] = {
+        **out.get(name, {}),
         "active": list(sb.isolation.active),
         "ok": sb.run("print(6 * 7)").stdout,
         "write": sb.run("open(%r, 'w').write('x')" % path).status.value,
@@ -477,8 +482,34 @@ for name, disable in (("default", ()), ("no-userns", ("userns",)), ("no-userns-n
         "kill": sb.run("import os, signal\nos.kill(%d, signal.SIGKILL)" % victim).status.value,
         "env": sb.run("import os\nprint(os.environ.get('HF_TOKEN'))").stdout,
         "memory": sb.run("x = bytearray(10 * 1024 ** 3)").status.value,
+        "containment": sb.run(containment).stdout,
     }
 print(json.dumps(out))
+"""
+
+# The user-namespace configuration (what an unprivileged trainer gets) against the issue-61 resources: memfd, a
+# written extension module, a native module of another Python installation's site-packages.
+_UNPRIVILEGED_CONTAINMENT = r"""
+import glob, importlib.machinery, importlib.util, os, sys
+out = []
+def load(path, name):
+    loader = importlib.machinery.ExtensionFileLoader(name, path)
+    importlib.util.module_from_spec(importlib.util.spec_from_file_location(name, path, loader=loader))
+try:
+    os.memfd_create("x")
+    out.append("memfd")
+except OSError:
+    pass
+src = glob.glob(sys.base_prefix + "/lib/python3*/lib-dynload/_json*.so")[0]
+with open(src, "rb") as f, open("mod.so", "wb") as g:
+    g.write(f.read())
+for path, name in [("./mod.so", "_json")] + [(p, "_cffi_backend") for p in glob.glob("/usr/lib/python3/dist-packages/_cffi*.so")]:
+    try:
+        load(path, name)
+        out.append("loaded " + path)
+    except Exception:
+        pass
+print(out)
 """
 
 
@@ -500,7 +531,7 @@ def test_unprivileged_user_degrades_gracefully(tmp_path):
     try:
         proc = subprocess.run(
             ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", python, "-c", _UNPRIVILEGED_PROBE]
-            + [tag, str(victim.pid)],
+            + [tag, str(victim.pid), _UNPRIVILEGED_CONTAINMENT],
             capture_output=True,
             text=True,
             cwd="/tmp",
@@ -531,7 +562,12 @@ def test_unprivileged_user_degrades_gracefully(tmp_path):
         assert r["kill"] == "runtime_error", (name, r)
         if "audit" in r["active"] or {"landlock", "mountns"} & set(r["active"]):
             assert not r["wrote"] and r["write"] == "runtime_error", (name, r)
+        if "mountns" in r["active"] and "seccomp" in r["active"]:
+            assert "refused" not in r and r["containment"] == "[]\n", (name, r)
+        else:  # issue 61: refused by the floor, which names the missing layer
+            assert "mountns" in r["refused"], (name, r)
     assert "userns" not in report["no-userns"]["active"]
+    assert "mountns" in report["default"]["active"], report["default"]
 
 
 def test_no_leftover_processes_after_suite():

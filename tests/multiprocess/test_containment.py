@@ -1,0 +1,552 @@
+"""Containment of every resource a program can take from the host (issue 61, part 2), in every layer configuration
+the sandbox accepts on this machine.
+
+One hostile program per resource, each bounded even if the defence it tests failed: it stops at a modest size above
+the limit (so a failure holds a few hundred MiB for a few seconds, never the host's memory), it runs under the
+sandbox's wall-clock and memory limits, and it reports how much it held; the test asserts the bound. Each has an
+honest counterpart (ordinary memory, a temporary file, the standard library's own native modules) that must keep
+working. Resources no pure-Python program can reach (SysV shared memory, aio, inotify, message queues and
+semaphores need native code, which the layers refuse: see `test_written_code_is_not_executed` and
+`test_native_modules_outside_the_stdlib_are_hidden`) are tested on the seccomp filter itself, for real as root in a
+child process, and on the IPC namespace alone. docs/isolation.md's resource table points at these tests.
+
+Configurations: "all" (every layer the detector finds) and each single layer off that the floor accepts; those it
+refuses are listed with the reason in `test_refused_configurations_name_the_missing_layer`. The user-namespace
+configuration of an unprivileged trainer cannot be chosen by a root trainer: it is checked as `nobody` in
+`tests/multiprocess/test_sandbox.py::test_unprivileged_user_degrades_gracefully`.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import struct
+import subprocess
+import sys
+
+import pytest
+
+from codapo_trl.sandbox import (
+    _SYSCALLS,
+    Sandbox,
+    SandboxConfig,
+    SandboxFloorError,
+    Status,
+    _build_seccomp_filter,
+    detect_isolation,
+    floor_gaps,
+)
+
+
+MEMORY_MB = 256
+FAST = {"timeout": 6.0, "memory_mb": MEMORY_MB, "max_output_bytes": 1 << 16}
+_ALL = detect_isolation(SandboxConfig(**FAST))
+CANDIDATES = ["all"] + [f"no-{layer}" for layer in _ALL.active]
+
+
+def _config(name: str, **extra) -> SandboxConfig:
+    disable = frozenset() if name == "all" else frozenset({name[3:]})
+    return SandboxConfig(**FAST, disable=disable, **extra)
+
+
+def _gaps(name: str, **extra) -> list[str]:
+    config = _config(name, **extra)
+    return floor_gaps(detect_isolation(config).active, config.allow_fork, True, config.allow_native_modules)
+
+
+ACCEPTED = [name for name in CANDIDATES if not _gaps(name)]
+REFUSED = [name for name in CANDIDATES if _gaps(name)]
+CONFIGS = [pytest.param(name, id=name) for name in ACCEPTED]
+_SANDBOXES: dict[tuple, Sandbox] = {}
+
+
+def _sandbox(name: str, **extra) -> Sandbox:
+    key = (name, tuple(sorted(extra.items())))
+    if key not in _SANDBOXES:
+        _SANDBOXES[key] = Sandbox(_config(name, **extra), max_workers=1)
+    return _SANDBOXES[key]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _close_sandboxes():
+    yield
+    for sb in _SANDBOXES.values():
+        sb.close()
+    _SANDBOXES.clear()
+
+
+def _held(result) -> int:
+    """The last `held N` line a program printed (MiB it held at once), 0 if none."""
+    held = [int(line.split()[1]) for line in result.stdout.splitlines() if line.startswith("held ")]
+    return held[-1] if held else 0
+
+
+# ---------------------------------------------------------------------------------------------------- memory
+
+ANONYMOUS = """
+import mmap
+kind, held, chunks = {kind!r}, 0, []
+while held < {cap}:
+    if kind == "heap":
+        chunks.append(bytearray(32 << 20))  # zero-filled: touched
+    else:  # MAP_SHARED anonymous memory: shmem, not the heap
+        m = mmap.mmap(-1, 32 << 20)
+        for i in range(0, 32 << 20, 4096):
+            m[i] = 1
+        chunks.append(m)
+    held += 32
+    print("held", held, flush=True)
+"""
+
+
+@pytest.mark.parametrize("kind", ["heap", "shared_mapping"])
+@pytest.mark.parametrize("config", CONFIGS)
+def test_anonymous_memory_is_bounded(config, kind):
+    cap = 2 * MEMORY_MB
+    result = _sandbox(config).run(ANONYMOUS.format(kind=kind, cap=cap))
+    assert result.status in (Status.MEMORY, Status.RUNTIME_ERROR), result
+    assert _held(result) <= MEMORY_MB, (config, kind, result.stdout[-200:])
+
+
+FORKED = """
+import os, time
+r, w = os.pipe()
+kids = []
+for _ in range(6):
+    pid = os.fork()
+    if pid == 0:
+        block = bytearray(100 << 20)
+        os.write(w, b"x")
+        time.sleep(3)
+        os._exit(0)
+    kids.append(pid)
+time.sleep(1.5)
+alive = sum(os.waitpid(pid, os.WNOHANG)[0] == 0 for pid in kids)
+print("held", 100 * min(alive, len(os.read(r, 64))), flush=True)  # the PID namespace ends the children
+"""
+
+
+@pytest.mark.parametrize("config", CONFIGS)
+def test_memory_of_forked_processes_is_bounded_together(config):
+    """With `allow_fork=True` each process has its own RLIMIT_AS: the cgroup bounds their sum (memory_mb + 128
+    MiB), and without the cgroup layer the floor refuses. Six children hold 100 MiB each (600 MiB if unbounded)."""
+    if _gaps(config, allow_fork=True):
+        with pytest.raises(SandboxFloorError, match="cgroup"):
+            _sandbox(config, allow_fork=True)
+        return
+    result = _sandbox(config, allow_fork=True).run(FORKED)
+    assert _held(result) <= MEMORY_MB + 128, (config, result)
+
+
+MEMFD = """
+import os
+held, fds = 0, []
+try:
+    while held < {cap}:
+        fd = os.memfd_create("m")
+        fds.append(fd)
+        for _ in range(16):  # RLIMIT_FSIZE is 16 MiB per file: many files
+            os.write(fd, b"x" * (1 << 20))
+            held += 1
+        print("held", held, flush=True)
+except OSError as exc:
+    print("refused", exc)
+"""
+
+
+@pytest.mark.parametrize("config", CONFIGS)
+def test_memfd_is_refused(config):
+    """memfd files are not counted by RLIMIT_AS (56 of them held 896 MiB beyond the limit in round 4): seccomp
+    refuses `memfd_create`, in every configuration the floor accepts."""
+    result = _sandbox(config).run(MEMFD.format(cap=MEMORY_MB + 64))
+    assert "refused" in result.stdout and _held(result) == 0, (config, result)
+
+
+FILES = """
+import os, tempfile
+held, n = 0, 0
+dirs = [".", "/tmp", "/var/tmp", "/dev/shm", tempfile.gettempdir()]
+for d in dirs:
+    while held < {cap}:
+        try:
+            with open(os.path.join(d, "f%d" % n), "wb") as f:
+                f.write(b"x" * (8 << 20))
+        except OSError:
+            break
+        n += 1
+        held += 8
+        print("held", held, flush=True)
+"""
+
+
+@pytest.mark.parametrize("config", CONFIGS)
+def test_files_written_are_bounded_in_total(config):
+    """Files in the working directory and the private /tmp, /var/tmp and /dev/shm are tmpfs memory: bounded by the
+    tmpfs sizes (`tmpfs_mb` + 3 x 16 MiB), whatever their number (each is at most `max_file_mb`)."""
+    sb = _sandbox(config)
+    result = sb.run(FILES.format(cap=sb.config.tmpfs_mb + 3 * 16 + 96))
+    assert _held(result) <= sb.config.tmpfs_mb + 3 * 16, (config, result.stdout[-200:])
+
+
+POSIX_SHM = """
+import os, _posixshmem
+held = 0
+try:
+    while held < {cap}:
+        fd = _posixshmem.shm_open("/codapo%d" % held, os.O_CREAT | os.O_RDWR, 0o600)
+        os.posix_fallocate(fd, 0, 8 << 20)
+        held += 8
+        print("held", held, flush=True)
+except OSError as exc:
+    print("refused", exc)
+"""
+
+
+@pytest.mark.parametrize("config", CONFIGS)
+def test_posix_shared_memory_is_bounded(config):
+    """POSIX shared memory is a file in /dev/shm: the private 16 MiB tmpfs (mountns), or refused (Landlock: no
+    writes outside the working directory)."""
+    result = _sandbox(config).run(POSIX_SHM.format(cap=160))
+    assert "refused" in result.stdout and _held(result) <= 16, (config, result)
+
+
+HONEST = """
+import _bisect, _decimal, _heapq, _json, _pickle, array, math, mmap, os, select, signal, tempfile, unicodedata, zlib
+got = []
+signal.signal(signal.SIGUSR1, lambda *a: got.append(1))
+os.kill(os.getpid(), signal.SIGUSR1)
+block = bytearray(64 << 20)
+m = mmap.mmap(-1, 8 << 20)
+m[:5] = b"hello"
+with tempfile.TemporaryFile() as f:
+    f.write(b"y" * (4 << 20))
+    f.seek(0)
+    size = len(f.read())
+with open("scratch.txt", "w") as f:
+    f.write("ok")
+print(len(block) >> 20, m[:5].decode(), size >> 20, open("scratch.txt").read(), math.isqrt(10**20),
+      str(_decimal.Decimal(1) / 7)[:5], _json.encode_basestring("a"), zlib.crc32(b"a"), len(got))
+"""
+
+
+@pytest.mark.parametrize("config", CONFIGS)
+def test_honest_program_keeps_its_memory_files_and_native_modules(config):
+    result = _sandbox(config).run(HONEST)
+    assert result.ok, (config, result)
+    expected = ["64", "hello", "4", "ok", "10000000000", "0.142", '"a"', "3904355907", "1"]
+    assert result.stdout.split() == expected, result
+
+
+SIGNALS = """
+import os, signal
+signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGRTMIN + 1])
+for _ in range(2000):  # each queued real-time signal is a kernel object counted against the user
+    os.kill(os.getpid(), signal.SIGRTMIN + 1)  # past the limit the kernel drops it silently
+with open("/proc/self/status") as f:
+    queued = next(line.split()[1] for line in f if line.startswith("SigQ:"))  # "queued/limit"
+print("held", queued.split("/")[0], "of", queued.split("/")[1])
+"""
+
+
+@pytest.mark.parametrize("config", CONFIGS)
+def test_queued_signals_are_bounded(config):
+    """Pending signals are counted per user (the trainer's, in a user namespace): RLIMIT_SIGPENDING is 256."""
+    result = _sandbox(config).run(SIGNALS)
+    assert 0 < _held(result) <= 256 and result.stdout.split()[-1] == "256", (config, result)
+
+
+PIPES = """
+import fcntl, os
+pipes, held = [], 0
+for _ in range(30):
+    r, w = os.pipe()
+    pipes.append((r, w))
+    try:
+        fcntl.fcntl(w, fcntl.F_SETPIPE_SZ, 1 << 20)
+    except OSError:
+        pass
+    held += fcntl.fcntl(w, fcntl.F_GETPIPE_SZ)
+print("held", held >> 20, "KiB", held >> 10)
+"""
+
+
+@pytest.mark.parametrize("config", CONFIGS)
+def test_pipe_buffers_are_bounded(config):
+    """Pipe buffers are counted per user: growing one (`F_SETPIPE_SZ`) is refused by seccomp, so 30 pipes hold
+    their default 64 KiB each (30 MiB at the 1 MiB the kernel would allow)."""
+    result = _sandbox(config).run(PIPES)
+    assert result.ok and result.stdout.split()[-1] == str(30 * 64), (config, result)
+
+
+# ---------------------------------------------------------------------------------------------------- native code
+
+WRITTEN_CODE = """
+import glob, importlib.machinery, importlib.util, os, sys
+out = []
+def load(path):
+    loader = importlib.machinery.ExtensionFileLoader("_json", path)
+    importlib.util.module_from_spec(importlib.util.spec_from_file_location("_json", path, loader=loader))
+    out.append("loaded " + path)
+# a native module the program "wrote" (a copy of the standard library's: real code, harmless)
+with open(glob.glob(sys.base_prefix + "/lib/python3*/lib-dynload/_json*.so")[0], "rb") as f:
+    code = f.read()
+for d in (".", "/tmp", "/var/tmp", "/dev/shm"):
+    try:
+        with open(d + "/mod.so", "wb") as f:
+            f.write(code)
+        load(d + "/mod.so")
+    except Exception:
+        pass
+try:
+    fd = os.memfd_create("mod")
+    os.write(fd, code)
+    load("/proc/self/fd/%d" % fd)
+except Exception:
+    pass
+try:  # writing into its own code (nothing is written if the open succeeds)
+    open("/proc/self/mem", "r+b").close()
+    out.append("/proc/self/mem writable")
+except Exception:
+    pass
+print(out)
+"""
+
+
+@pytest.mark.parametrize("config", CONFIGS)
+def test_written_code_is_not_executed(config):
+    """A module written to any writable place (noexec tmpfs), into a memfd (refused by seccomp) or into its own
+    memory through /proc/self/mem (Landlock's read roots, the audit hook) never runs."""
+    result = _sandbox(config).run(WRITTEN_CODE)
+    assert result.ok and result.stdout.strip() == "[]", (config, result)
+
+
+def _foreign_native_modules() -> list[str]:
+    """Native modules outside the runner's standard library that exist on this machine."""
+    python = _ALL.python_executable
+    prefix = os.path.dirname(os.path.dirname(python))
+    found = glob.glob(prefix + "/lib/python3*/site-packages/**/*.so", recursive=True)[:20]
+    found += glob.glob("/usr/lib/python3/dist-packages/*.so") + glob.glob("/usr/local/lib/python3*/*-packages/*.so")
+    if prefix != "/usr":  # another installation's own ctypes, built for the same Python version
+        found += glob.glob("/usr/lib/python3*/lib-dynload/_ctypes*.so")
+    return sorted(set(found))
+
+
+FOREIGN = """
+import importlib.machinery, importlib.util, sys
+out = []
+for path in {paths!r}:
+    name = path.rsplit("/", 1)[1].split(".")[0]
+    try:
+        loader = importlib.machinery.ExtensionFileLoader(name, path)
+        importlib.util.module_from_spec(importlib.util.spec_from_file_location(name, path, loader=loader))
+        out.append(path)
+    except Exception:
+        pass
+try:  # found by the import system in those directories, as `import` would with them on the path
+    spec = importlib.machinery.PathFinder.find_spec("_cffi_backend", {dirs!r})
+    importlib.util.module_from_spec(spec)
+    out.append("import _cffi_backend")
+except Exception:
+    pass
+print(out)
+"""
+
+
+@pytest.mark.parametrize("config", CONFIGS)
+def test_native_modules_outside_the_stdlib_are_hidden(config):
+    paths = _foreign_native_modules()
+    if not any("_cffi_backend" in p for p in paths):
+        pytest.skip("no _cffi_backend on this machine to try")
+    dirs = sorted({os.path.dirname(p) for p in paths})
+    result = _sandbox(config).run(FOREIGN.format(paths=paths, dirs=dirs))
+    assert result.ok and result.stdout.strip() == "[]", (config, result)
+
+
+def test_allow_native_modules_lets_them_load():
+    """The opt-in: with `allow_native_modules=True` site-packages' `_cffi_backend` loads (the test above can fail)."""
+    paths = [p for p in _foreign_native_modules() if "_cffi_backend" in p]
+    if not paths:
+        pytest.skip("no _cffi_backend on this machine to try")
+    result = _sandbox("all", allow_native_modules=True).run(FOREIGN.format(paths=paths[:1], dirs=[]))
+    assert result.ok and paths[0] in result.stdout, result
+
+
+# ---------------------------------------------------------------------------------------------------- the kernel
+
+# System calls no honest program needs that take memory no rlimit counts, or host-wide / per-user kernel objects.
+CONTAINMENT_SYSCALLS = (
+    "memfd_create",
+    "memfd_secret",
+    "shmget",
+    "shmat",
+    "shmctl",
+    "shmdt",
+    "io_setup",
+    "io_submit",
+    "io_getevents",
+    "io_pgetevents",
+    "inotify_init",
+    "inotify_init1",
+    "inotify_add_watch",
+    "mq_open",
+    "mq_timedsend",
+    "msgget",
+    "msgsnd",
+    "semget",
+    "semop",
+    "semtimedop",
+    "add_key",
+    "keyctl",
+)
+
+
+def _bpf_verdict(prog: bytes, nr: int, arch: int, args: tuple[int, ...] = ()) -> int:
+    """Run the classic-BPF filter on `struct seccomp_data` (arguments zero unless given)."""
+    args = (*args, *(0,) * (6 - len(args)))
+    data = struct.pack("=iIQ", nr, arch, 0) + b"".join(struct.pack("=Q", a) for a in args)
+    insns = [struct.unpack("=HBBI", prog[i : i + 8]) for i in range(0, len(prog), 8)]
+    pc, acc = 0, 0
+    for _ in range(10_000):
+        code, jt, jf, k = insns[pc]
+        if code == 0x20:
+            acc = struct.unpack_from("=I", data, k)[0]
+        elif code == 0x06:
+            return k
+        elif code == 0x15:
+            pc += jt if acc == k else jf
+        elif code == 0x45:
+            pc += jt if acc & k else jf
+        pc += 1
+    raise AssertionError("filter did not return")
+
+
+@pytest.mark.parametrize("allow_fork", [False, True])
+def test_seccomp_refuses_unbounded_and_host_wide_resources(allow_fork):
+    for arch_name, arch, col in (("x86_64", 0xC000003E, 0), ("aarch64", 0xC00000B7, 1)):
+        prog, _ = _build_seccomp_filter(arch_name, allow_fork)
+        for name in CONTAINMENT_SYSCALLS:
+            nr = _SYSCALLS[name][col]
+            if nr >= 0:
+                assert _bpf_verdict(prog, nr, arch) == 0x00050001, (arch_name, name)  # EPERM
+        for allowed in ("mmap", "read"):  # what honest programs need is not caught
+            nr = {"mmap": (9, 222), "read": (0, 63)}[allowed][col]
+            assert _bpf_verdict(prog, nr, arch) == 0x7FFF0000, (arch_name, allowed)
+        fcntl = (72, 25)[col]
+        assert _bpf_verdict(prog, fcntl, arch, (3, 1031)) == 0x00050001, arch_name  # F_SETPIPE_SZ
+        assert _bpf_verdict(prog, fcntl, arch, (3, 1)) == 0x7FFF0000, arch_name  # F_GETFD
+
+
+_LIVE = r"""
+import ctypes, json, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+libc.syscall.restype = ctypes.c_long
+prog = bytes.fromhex(sys.argv[1])
+class Fprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+buf = ctypes.create_string_buffer(prog, len(prog))
+fprog = Fprog(len(prog) // 8, ctypes.cast(buf, ctypes.c_void_p))
+assert libc.prctl(38, 1, 0, 0, 0) == 0
+assert libc.prctl(22, 2, ctypes.addressof(fprog), 0, 0) == 0, ctypes.get_errno()
+ctx = ctypes.c_ulong(0)
+calls = {  # real arguments, small sizes: each would succeed (and is undone below) without the filter
+    "memfd_create": (319, ctypes.c_char_p(b"x"), 0),
+    "shmget": (29, 0, 1 << 20, 0o1600),
+    "io_setup": (206, 1, ctypes.byref(ctx)),
+    "inotify_init1": (294, 0),
+    "mq_open": (240, ctypes.c_char_p(b"codapo-test"), 0o100 | 2, 0o600, None),
+    "msgget": (68, 0, 0o1600),
+    "semget": (64, 0, 1, 0o1600),
+}
+out = {}
+for name, (nr, *args) in calls.items():
+    ctypes.set_errno(0)
+    rc = libc.syscall(nr, *args)
+    out[name] = [rc, ctypes.get_errno()]
+    if rc >= 0:  # the filter let it through: undo it
+        if name == "shmget": libc.shmctl(rc, 0, None)
+        elif name == "io_setup": libc.syscall(207, ctx)
+        elif name == "msgget": libc.msgctl(rc, 0, None)
+        elif name == "semget": libc.semctl(rc, 0, 0)
+        elif name == "mq_open": libc.mq_unlink(b"codapo-test")
+print(json.dumps(out))
+"""
+
+
+def test_seccomp_refuses_them_live():
+    """The filter installed for real (as the trainer's user) refuses each call with arguments that would succeed."""
+    if os.uname().machine != "x86_64":
+        pytest.skip("the syscall numbers above are x86_64's")
+    prog, patch = _build_seccomp_filter("x86_64", False)
+    prog = bytearray(prog)
+    for idx in patch:
+        struct.pack_into("=I", prog, idx * 8 + 4, 0x7FFFFFF0)
+    proc = subprocess.run(
+        [sys.executable, "-I", "-c", _LIVE, bytes(prog).hex()], capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 0, proc.stderr
+    for name, (rc, errno) in json.loads(proc.stdout).items():
+        assert rc == -1 and errno == 1, (name, rc, errno)
+
+
+SYSV = """
+import ctypes, json, os
+libc = ctypes.CDLL(None, use_errno=True)
+libc.shmget.argtypes = [ctypes.c_int, ctypes.c_size_t, ctypes.c_int]
+out = []
+for size in (64 << 20, 8 << 20, 8 << 20, 8 << 20):
+    ctypes.set_errno(0)
+    out.append([size >> 20, libc.shmget(0, size, 0o1600) >= 0, ctypes.get_errno()])
+print(json.dumps(out))
+"""
+
+
+def test_ipc_namespace_bounds_and_frees_sysv_shared_memory(monkeypatch):
+    """Defence in depth below seccomp: the private IPC namespace (netns layer) holds at most 16 MiB of SysV shared
+    memory (shmmax, shmall set by the bootstrap as root) and frees it with the run. Run below the floor on purpose
+    (no seccomp, mountns, Landlock or audit hook, so that ctypes can call shmget)."""
+    if "netns" not in _ALL.active or os.geteuid() != 0:
+        pytest.skip("needs the netns layer and a root trainer (a user namespace mapping no root cannot set shmmax)")
+    monkeypatch.delenv("CODAPO_SANDBOX_ALLOW_BELOW_FLOOR", raising=False)
+    disable = frozenset({"seccomp", "mountns", "landlock", "audit"})
+    with open("/proc/sysvipc/shm") as f:
+        before = len(f.readlines())
+    with Sandbox(SandboxConfig(**FAST, disable=disable, allow_below_floor=True), max_workers=1) as sb:
+        result = sb.run(SYSV)
+    assert result.ok, result
+    # 64 MiB > shmmax (EINVAL); two segments of 8 MiB fill shmall; the third finds no space (ENOSPC)
+    assert json.loads(result.stdout) == [[64, False, 22], [8, True, 0], [8, True, 0], [8, False, 28]], result
+    with open("/proc/sysvipc/shm") as f:
+        assert len(f.readlines()) == before  # nothing left in the host's namespace
+
+
+# ---------------------------------------------------------------------------------------------------- the floor
+
+
+@pytest.mark.parametrize("config", REFUSED or [pytest.param("none", marks=pytest.mark.skip("none refused"))])
+def test_refused_configurations_name_the_missing_layer(config, monkeypatch):
+    """Without mountns (files unbounded in total and executable, foreign native modules) or seccomp (memfd, SysV,
+    aio, inotify) the floor refuses, and the message names the layer."""
+    monkeypatch.delenv("CODAPO_SANDBOX_ALLOW_BELOW_FLOOR", raising=False)
+    layer = config[3:]
+    assert layer in ("mountns", "seccomp"), (config, _gaps(config))
+    with pytest.raises(SandboxFloorError, match=f"needs the {layer} layer"):
+        Sandbox(_config(config))
+
+
+def test_floor_gaps_per_resource():
+    full = ("uid", "netns", "pidns", "mountns", "cgroup", "landlock", "seccomp", "audit")
+    assert floor_gaps(full) == [] and floor_gaps(full, allow_fork=True) == []
+    no_cgroup = tuple(layer for layer in full if layer != "cgroup")
+    assert floor_gaps(no_cgroup) == []
+    assert any("whole process tree" in gap for gap in floor_gaps(no_cgroup, allow_fork=True))
+    no_mountns = tuple(layer for layer in full if layer != "mountns")
+    gaps = floor_gaps(no_mountns)
+    assert any("noexec" in gap for gap in gaps) and any("_cffi_backend" in gap for gap in gaps)
+    gaps = floor_gaps(no_mountns, allow_native_modules=True)  # the opt-in lifts only the native-module gap
+    assert any("noexec" in gap for gap in gaps) and not any("_cffi_backend" in gap for gap in gaps)
+    gaps = floor_gaps(tuple(layer for layer in full if layer != "seccomp"))
+    assert any("memfd" in gap for gap in gaps) and any("aio" in gap for gap in gaps)
+    gaps = floor_gaps(tuple(layer for layer in full if layer not in ("landlock", "audit")))
+    assert gaps == ["no writes into the program's own code through /proc/self/mem (needs the landlock or audit layer)"]
