@@ -148,3 +148,20 @@ def test_num_train_epochs_makes_that_many_passes_of_b_each_with_its_s(tiny_model
     check_epochs(load_question_log(tmp_path / "out" / "questions.jsonl.gz"), 1)
     with gzip.open(tmp_path / "out" / "questions.jsonl.gz", "rt") as f:
         assert [json.loads(line) for line in f] == load_question_log(tmp_path / "out" / "questions.jsonl.gz")
+
+
+def test_a_pool_off_the_batch_size_drops_its_remainder_each_epoch_and_keeps_the_pairs(tiny_model_dir, tmp_path):
+    """10 questions, |B| = 4: TRL's sampler drops each epoch's incomplete last batch, so an epoch is 2 full B
+    batches of distinct questions (8 of the 10), each followed by its S.
+    This is why round 3's pools are multiples of |B| (experiments/codapo_vs_grpo_r3/pools.py refuses others)."""
+    args = epoch_args(tmp_path, "before_update", max_steps=EPOCHS * 2 * 2)
+    train_recording_generations(tiny_model_dir, args, question_dataset(10))
+    batches = phase_rows(load_question_log(tmp_path / "out" / "questions.jsonl.gz"))
+    assert [phase for _, phase, _ in batches] == [0, 1] * (EPOCHS * 2)
+    b_batches = [[r["question_id"] for r in group] for _, phase, group in batches if phase == 0]
+    for epoch in range(EPOCHS):
+        seen = b_batches[2 * epoch] + b_batches[2 * epoch + 1]
+        assert len(seen) == len(set(seen)) == 8 and set(seen) <= {str(q) for q in range(10)}
+    for (_, _, b_group), (_, _, s_group) in zip(batches[::2], batches[1::2]):
+        picks = [r["question_id"] for r in b_group if r["selected"]]
+        assert Counter(r["question_id"] for r in s_group) == Counter({q: 4 // TOP_K for q in picks})
