@@ -333,7 +333,9 @@ def format_math_dataset(
         levels (`Iterable[int]`, *optional*):
             Keep only rows with these levels.
         limit (`int`, *optional*):
-            Keep only the first `limit` rows (before formatting, so it is cheap on big datasets).
+            Keep only the first `limit` rows, counted after the level filter (and after dropping rows without an
+            answer): `levels=[4, 5, 7], limit=64` gives 64 rows of those levels, in the source's order (not a
+            stratified draw). Without `levels` the rows are cut before formatting, so it stays cheap on big data.
         source (`str`, *optional*):
             Name of the data in error messages.
 
@@ -346,9 +348,10 @@ def format_math_dataset(
         raise ValueError(f"answer_type must be one of {ANSWER_TYPES}, got {answer_type!r}")
     if len(dataset) == 0:
         raise ValueError(f"{source} has no rows.")
-    if limit is not None:
-        if limit < 0:
-            raise ValueError(f"limit must be >= 0, got {limit}.")
+    if limit is not None and limit < 0:
+        raise ValueError(f"limit must be >= 0, got {limit}.")
+    cut_early = limit is not None and levels is None  # with levels, the cut must follow the level filter
+    if cut_early:
         dataset = dataset.select(range(min(limit, len(dataset))))
     fields = _resolve_fields(
         dataset, spec, question_column, answer_column, level_column, answer_parser, answer_type, source
@@ -360,4 +363,7 @@ def format_math_dataset(
         features=_features(dataset, fields),
         desc=f"Formatting {source}",
     )
-    return _checked(formatted, levels, source)
+    formatted = _checked(formatted, levels, source)
+    if limit is not None and not cut_early:
+        formatted = formatted.select(range(min(limit, len(formatted))))
+    return formatted

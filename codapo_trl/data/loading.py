@@ -69,7 +69,7 @@ def load_math_dataset(
         levels (`Iterable[int]`, *optional*):
             Keep only these difficulty levels.
         limit (`int`, *optional*):
-            Keep only the first `limit` rows.
+            Keep only the first `limit` rows, counted after the `levels` filter (see [`format_math_dataset`]).
         load_kwargs:
             For hub datasets: extra `datasets.load_dataset` arguments (`cache_dir`, `revision`, ...). For
             `"arithmetic"`: `num_per_level` (default 200), `seed` (default 0).

@@ -1,15 +1,22 @@
 """The per-question JSONL log: one row per question per update (`codapo_question_log`, `question_log=`).
 
 [`question_id`] names a dataset row; [`question_log_lines`] turns one batch's [`GroupStats`] into the log's lines;
-[`append_lines`] writes them (the trainer's main process calls it once per batch).
+[`append_lines`] writes them (the trainer's main process calls it once per batch); [`open_question_log`] reads them
+back as text.
+
+A path ending in `.gz` (`questions.jsonl.gz`) is written compressed: each batch is appended as its own gzip member,
+so the file is a valid gzip stream after every batch, and truncating it to the size it had at a checkpoint (what a
+resumed run does) leaves whole members only. Members are written with `mtime=0`, so the same rows give the same bytes.
 """
 
 from __future__ import annotations
 
+import gzip
 import hashlib
+import io
 import json
 import os
-from typing import Any
+from typing import IO, Any
 
 import torch
 
@@ -80,10 +87,37 @@ def question_log_lines(
     return "".join(lines)
 
 
+def is_compressed(path: str | os.PathLike) -> bool:
+    """Whether a question log at `path` is gzip-compressed (its name ends in `.gz`)."""
+    return os.fspath(path).endswith(".gz")
+
+
 def append_lines(path: str, text: str) -> None:
-    """Append `text` to the file at `path` in one write, flushed to disk (a reader never sees half a batch)."""
+    """Append `text` to the file at `path` in one write, flushed to disk (a reader never sees half a batch). A `.gz`
+    path gets `text` as one more gzip member (`mtime=0`: the same text gives the same bytes)."""
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with open(path, "a", encoding="utf-8") as f:
-        f.write(text)
+    data = text.encode("utf-8")
+    if is_compressed(path):
+        data = gzip.compress(data, mtime=0)
+    with open(path, "ab") as f:
+        f.write(data)
         f.flush()
         os.fsync(f.fileno())
+
+
+def open_question_log(path: str | os.PathLike) -> IO[str]:
+    """The log at `path` opened for reading as text, decompressed when its name ends in `.gz` (all its members).
+
+    Example:
+    ```python
+    >>> import tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "questions.jsonl.gz")
+    >>> append_lines(path, '{"step": 1}\\n'); append_lines(path, '{"step": 2}\\n')
+    >>> with open_question_log(path) as f:
+    ...     [json.loads(line)["step"] for line in f]
+    [1, 2]
+    ```
+    """
+    if is_compressed(path):
+        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8")
+    return open(path, encoding="utf-8")
