@@ -13,7 +13,8 @@ the source, math-verify or this grader was read), its verdict is never the truth
     PYTHONPATH=. python experiments/grader_audit/audit_r4.py --corpus corpus_r4.jsonl --out-dir OUT
 
 Outputs in `--out-dir`: `table.md` (per source: items known, right answers refused and wrong answers paid by each
-grader), `verdicts.jsonl` (both verdicts, our reason, the truth and where it came from) and `to_label.jsonl` (the
+grader; the refusals where this grader ran out of its time per answer are counted apart, as they vary with the
+machine's load), `verdicts.jsonl` (both verdicts, our reason, the truth and where it came from) and `to_label.jsonl` (the
 items to read next: our grader disagrees with the truth's source and no label covers it).
 """
 
@@ -25,7 +26,7 @@ from pathlib import Path
 
 from grade import grade_plain, read_jsonl, write_jsonl  # this folder's `grade.py`: run as a script, it is on the path
 
-from codapo_trl.rewards import configure_grader, grade_answers
+from codapo_trl.rewards import GOLD_TIMED_OUT, TIMED_OUT, configure_grader, grade_answers
 
 
 HERE = Path(__file__).resolve().parent
@@ -54,17 +55,20 @@ def table(rows: list[dict]) -> str:
         for grader in ("ours", "plain"):
             if row["truth"] and not row[grader]:
                 counts[f"{grader} refused"] += 1
+                if grader == "ours" and row["reason"] in (TIMED_OUT, GOLD_TIMED_OUT):
+                    counts["ours refused, timed out"] += 1
             if not row["truth"] and row[grader]:
                 counts[f"{grader} paid"] += 1
     lines = [
-        "| source | items | known | right answers refused: this grader | math-verify "
+        "| source | items | known | right answers refused: this grader | of which timed out | math-verify "
         "| wrong answers paid: this grader | math-verify | unknown |",
-        "|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for source, c in sorted(by_source.items()):
         known = c["right"] + c["wrong"]
         lines.append(
-            f"| {source} | {c['items']} | {known} | {c['ours refused']} / {c['right']} | {c['plain refused']} / "
+            f"| {source} | {c['items']} | {known} | {c['ours refused']} / {c['right']} | {c['ours refused, timed out']} "
+            f"| {c['plain refused']} / "
             f"{c['right']} | {c['ours paid']} / {c['wrong']} | {c['plain paid']} / {c['wrong']} | {c['unknown']} |"
         )
     return "\n".join(lines) + "\n"
@@ -79,10 +83,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out-dir", type=Path, required=True, help="Where table.md and the jsonl files go.")
     parser.add_argument("--timeout", type=float, default=30.0, help="Hard limit in seconds per math-verify item.")
     parser.add_argument("--workers", type=int, default=2, help="Worker processes of each grader.")
+    parser.add_argument(
+        "--ours-timeout",
+        type=float,
+        default=2.0,
+        help="This grader's time per answer in seconds (the trainer's default).",
+    )
     args = parser.parse_args(argv)
     records = read_jsonl(args.corpus)
     labels = {row["id"]: row for row in read_jsonl(args.labels)}
-    configure_grader(num_workers=args.workers, timeout=2.0)
+    configure_grader(num_workers=args.workers, timeout=args.ours_timeout)
     ours = grade_answers(
         [r["completion"] for r in records], [r["gold"] for r in records], questions=[r["problem"] for r in records]
     )

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Normalise committed model outputs from public repos into one jsonl corpus.
 
-Standalone, stdlib only (Python 3.11).
+Standalone, stdlib only (Python 3.11), except the lighteval source (a parquet file), which needs pyarrow and is
+skipped with a message on stderr where pyarrow is missing.
 
     python convert_r4.py --raw raw --out corpus.jsonl
 
@@ -23,6 +24,19 @@ ODYSSEY = "protagolabs+odyssey-math"
 SIMPLE_EVALS = "kuk+simple-evals-ru"
 SIMPLERL = "hkust-nlp+simpleRL-reason"
 OLYMPIAD = "MotaTasher+llm-olympiad-bench"
+LIGHTEVAL_QWEN3 = "pingzhili+lm-reasoning-eval"
+
+# lighteval's per-sample details of one run: (path inside the repo, model name). Long chain-of-thought output
+# (Qwen3-32B in thinking mode, <think> ... </think> then the answer), AIME 2024.
+LIGHTEVAL_RUNS = [
+    (
+        "data/evals/Qwen/Qwen3-32B/details/Qwen/Qwen3-32B/2025-07-11T09-28-07.098405/"
+        "details_lighteval|aime24|0_2025-07-11T09-28-07.098405.parquet",
+        "Qwen3-32B-thinking",
+    ),
+]
+# lighteval's AIME prompt: an instruction paragraph, a blank line, then the problem.
+LIGHTEVAL_PROMPT_END = "Think step by step before answering.\n\n"
 
 ODY_RUNS = [
     # (completion file, verdict file, model name)
@@ -211,6 +225,45 @@ def motatasher(raw):
     return items
 
 
+def lighteval_details(raw):
+    """lighteval `details_*.parquet` rows: the gold is `doc.choices[doc.gold_index]`, the completion the first
+    `model_response.text`, the verdict lighteval's `math_pass@1:1_samples` (1.0 or 0.0)."""
+    base = os.path.join(raw, LIGHTEVAL_QWEN3)
+    paths = [(rel, model) for rel, model in LIGHTEVAL_RUNS if os.path.exists(os.path.join(base, rel))]
+    if not paths:
+        return []
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:
+        print(f"pyarrow missing: {LIGHTEVAL_QWEN3} skipped", file=sys.stderr)
+        return []
+    items = []
+    for rel, model in paths:
+        for i, row in enumerate(pq.read_table(os.path.join(base, rel)).to_pylist()):
+            doc = row.get("doc") or {}
+            choices = doc.get("choices") or []
+            gold_index = doc.get("gold_index") or 0
+            texts = (row.get("model_response") or {}).get("text") or []
+            if not choices or not texts:
+                continue
+            query = doc.get("query") or ""
+            problem = query.split(LIGHTEVAL_PROMPT_END, 1)[-1]
+            score = (row.get("metric") or {}).get("math_pass@1:1_samples")
+            items.append(
+                {
+                    "id": f"{LIGHTEVAL_QWEN3}:{rel}:{i}",
+                    "source": "pingzhili/lm-reasoning-eval",
+                    "model": model,
+                    "dataset": "aime24",
+                    "problem": problem,
+                    "gold": str(choices[gold_index]),
+                    "completion": texts[0] or "",
+                    "source_verdict": None if score is None else bool(score),
+                }
+            )
+    return items
+
+
 def cap_runs(items):
     runs = collections.OrderedDict()
     for it in items:
@@ -240,6 +293,7 @@ def main():
     items += odyssey(a.raw)
     items += kuk(a.raw, math500_levels(a.raw))
     items += motatasher(a.raw)
+    items += lighteval_details(a.raw)
     items = [it for it in items if (it["completion"] or "").strip() and (str(it["gold"]) or "").strip()]
     seen = set()
     uniq = []
