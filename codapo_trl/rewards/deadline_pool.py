@@ -176,7 +176,12 @@ def _worker_main(cfg: dict[str, Any]) -> None:
     def on_alarm(signum: int, frame: Any) -> None:
         raise _SoftTimeout
 
-    signal.signal(signal.SIGALRM, on_alarm)
+    # The soft alarm counts wall time, or the worker's own CPU time (`cpu_timeout`), so that a loaded machine does
+    # not stop an item that would finish within its budget of computation.
+    timer, alarm = (
+        (signal.ITIMER_PROF, signal.SIGPROF) if cfg.get("soft_on_cpu") else (signal.ITIMER_REAL, signal.SIGALRM)
+    )
+    signal.signal(alarm, on_alarm)
     soft_timeout = cfg.get("soft_timeout") or 0.0
     while True:
         header = _read_exact(in_fd, _HEADER.size)
@@ -190,11 +195,11 @@ def _worker_main(cfg: dict[str, Any]) -> None:
             return
         for task_id, payload in message[1]:
             try:
-                signal.setitimer(signal.ITIMER_REAL, soft_timeout)
+                signal.setitimer(timer, soft_timeout)
                 try:
                     value, error = handler(payload), None
                 finally:
-                    signal.setitimer(signal.ITIMER_REAL, 0)
+                    signal.setitimer(timer, 0)
             except _SoftTimeout:
                 value, error = None, TIMEOUT
             except Exception as exc:  # noqa: BLE001 - any handler failure is reported, not fatal
@@ -318,6 +323,10 @@ class DeadlineProcessPool:
         soft_timeout (`float`, *optional*):
             Alarm inside the worker that stops a slow input without killing the worker. Defaults to 75% of
             `item_timeout`; `0` disables it.
+        cpu_timeout (`float`, *optional*):
+            If given, the soft alarm is this many seconds of the worker's own CPU time instead (`soft_timeout` is
+            then ignored): an input's verdict no longer depends on the machine's load, and `item_timeout` stays
+            the hard wall-clock bound (set it above `cpu_timeout`).
         memory_limit_mb (`int`, *optional*, defaults to `2048`):
             Address-space limit (`RLIMIT_AS`) of each worker; `None` or `0` for none.
         batch_size (`int`, *optional*, defaults to `32`):
@@ -345,6 +354,7 @@ class DeadlineProcessPool:
         max_workers: int = 2,
         item_timeout: float = 2.0,
         soft_timeout: float | None = None,
+        cpu_timeout: float | None = None,
         memory_limit_mb: int | None = 2048,
         batch_size: int = 32,
         min_items_per_worker: int = 8,
@@ -359,6 +369,11 @@ class DeadlineProcessPool:
         self.max_workers = max_workers
         self.item_timeout = float(item_timeout)
         self.soft_timeout = 0.75 * self.item_timeout if soft_timeout is None else float(soft_timeout)
+        self.soft_on_cpu = cpu_timeout is not None
+        if cpu_timeout is not None:
+            if not 0 < cpu_timeout <= item_timeout:
+                raise ValueError(f"cpu_timeout must be in (0, item_timeout], got {cpu_timeout}")
+            self.soft_timeout = float(cpu_timeout)
         self.memory_limit_mb = memory_limit_mb or None
         self.batch_size = max(1, batch_size)
         self.min_items_per_worker = max(1, min_items_per_worker)
@@ -476,6 +491,7 @@ class DeadlineProcessPool:
             "handler": self.handler,
             "initializer": self.initializer,
             "soft_timeout": self.soft_timeout,
+            "soft_on_cpu": self.soft_on_cpu,
             "memory_limit_mb": self.memory_limit_mb,
         }
         env = dict(os.environ)

@@ -17,13 +17,14 @@ answers; this module runs it within a deadline.
 3. **Typed questions.** An optional `answer_type` column per row: `"math"` (default), `"number"` (the answer must be
    a numeral whatever the gold) or `"choice"` (one letter A-J, compared case-insensitively with the gold letter).
 4. **Bounded time, no crash.** SymPy runs in worker processes (`codapo_trl.rewards.deadline_pool`); each answer gets
-   about 2 s, after which the worker is killed and replaced and the answer scores 0. Cheap checks in the calling
+   2 s of the worker's CPU (a soft alarm stops it there and it scores 0), and a worker still busy at 4 times that
+   in wall time (a computation stuck in C code) is killed and replaced. Cheap checks in the calling
    process reject absurd answers (huge power towers, deep nesting, very long answers) before they reach SymPy. A
    gold answer that cannot be read gives `None` (TRL ignores it), never 1.0.
 
 Grader settings come from environment variables read when the worker pool first starts, or from
 `configure_grader`: `CODAPO_GRADER_WORKERS` (worker processes, default `min(4, cpu_count)`; `0` grades in the calling
-process with no time bound, for debugging only), `CODAPO_GRADER_TIMEOUT` (seconds per answer, default 2) and
+process with no time bound, for debugging only), `CODAPO_GRADER_TIMEOUT` (seconds of a worker's CPU per answer, default 2; the wall-clock cut-off is 4 times that) and
 `CODAPO_GRADER_MEMORY_MB` (address-space limit per worker, default 2048; 0 for none) and
 `CODAPO_GRADER_READ_AFTER_BOX` (`1`, the default: a right box whose value runs on past it, `\\boxed{2}^{10}`, scores 0;
 `0`: the last box only, the rule the CoDaPO-vs-GRPO campaign was pre-registered with).
@@ -143,9 +144,21 @@ class GradeResult:
 # ----------------------------------------------------------------------------------------------------------------
 
 
+# Pairs that take each path of the judge once (SymPy's `simplify` imports `sympy.physics.units` on its first call:
+# 0.3-2 s, which would otherwise count against the first item of a worker that needs it).
+_WARM_UP_PAIRS = (
+    (r"\frac{1}{2}", "0.5", "math", ""),
+    (r"3+2\sqrt{2}", r"(1+\sqrt{2})^2", "math", ""),
+    (r"x^2+x", r"x(x+1)", "math", ""),
+    ("6 - 5i", r"\frac{(1+2i)(2-3i)}{1+i}+i", "math", ""),
+    (r"2e^{\frac{\pi}{2}-2}", r"\approx 0.9", "math", ""),
+)
+
+
 def _init_math_worker() -> None:
     """Import SymPy and the LaTeX reader and warm them up, once per worker, before the worker reports ready."""
-    _grade_pair((r"\frac{1}{2}", "0.5", "math", ""))
+    for pair in _WARM_UP_PAIRS:
+        _grade_pair(pair)
 
 
 def _shorten(value: Any, limit: int = 200) -> str:
@@ -235,7 +248,9 @@ def configure_grader(
             Worker processes that grade in parallel. `0` grades in the calling process without any time bound
             (debugging only).
         timeout (`float`, *optional*):
-            Seconds of grading allowed per answer.
+            Seconds of grading CPU allowed per answer: the worker's own CPU time, so that a loaded machine does not
+            refuse a right answer that takes its usual computation; an answer is cut off at 4 times this in wall
+            time whatever it does.
         memory_limit_mb (`int`, *optional*):
             Address-space limit of each worker in MiB; `0` for none.
         read_after_box (`bool`, *optional*):
@@ -287,6 +302,9 @@ def grader_settings() -> dict[str, Any]:
         return dict(_current_settings_locked())
 
 
+_WALL_FACTOR = 4.0  # the hard wall-clock bound per answer, in units of its CPU budget
+
+
 def _get_pool() -> DeadlineProcessPool | None:
     """The shared worker pool (created on first use), or `None` when grading in-process."""
     global _pool
@@ -299,7 +317,8 @@ def _get_pool() -> DeadlineProcessPool | None:
                 f"{__name__}:_grade_pair",
                 initializer=f"{__name__}:_init_math_worker",
                 max_workers=int(settings["workers"]),
-                item_timeout=float(settings["timeout"]),
+                cpu_timeout=float(settings["timeout"]),
+                item_timeout=_WALL_FACTOR * float(settings["timeout"]),
                 memory_limit_mb=int(settings["memory_mb"]) or None,
             )
         return _pool

@@ -438,12 +438,19 @@ def hang_or_crash(payload):
     the parent's hard kill stops it; `"crash"` kills the worker; `"raise"` raises."""
     if payload == "hang":
         signal.signal(signal.SIGALRM, signal.SIG_IGN)
+        signal.signal(signal.SIGPROF, signal.SIG_IGN)
         while True:
             pass
     if payload == "crash":
         os._exit(3)
     if payload == "raise":
         raise RuntimeError("boom")
+    if payload == "sleep":
+        time.sleep(1.5)  # waiting, as a worker does on a loaded machine: no CPU of its own
+        return "slept"
+    if payload == "spin":
+        while True:  # computing in Python: the worker's own alarm stops it
+            pass
     if payload == "allocate":
         return len(bytearray(8 * 2**30))  # over the workers' 2 GiB address-space limit
     return payload * 2
@@ -465,6 +472,25 @@ def test_worker_killed_on_timeout_is_replaced(test_pool):
     stats = test_pool.stats()
     assert stats["timeouts"] == 1 and stats["started"] == 2 and stats["alive"] == 1
     assert [o.value for o in test_pool.map([5, 6])] == [10, 12]  # the next call still works
+
+
+def test_the_soft_limit_counts_the_workers_cpu_not_the_wall_clock():
+    """With `cpu_timeout` (the maths grader's setting), an input that waits longer than its CPU budget but computes
+    little finishes (a loaded machine changes no verdict), one that computes past it is stopped without killing the
+    worker, and one stuck where the alarm cannot reach is killed at the wall-clock bound."""
+    pool = DeadlineProcessPool(f"{__name__}:hang_or_crash", max_workers=1, cpu_timeout=0.5, item_timeout=4.0)
+    try:
+        start = time.monotonic()
+        outcomes = pool.map(["sleep", "spin", 3, "hang", 4])
+        elapsed = time.monotonic() - start
+        assert [o.value for o in outcomes] == ["slept", None, 6, None, 8]
+        assert outcomes[1].error == "timeout" and outcomes[3].error == "timeout"
+        assert pool.stats()["started"] == 2  # only the hang cost a worker
+        assert 4.0 <= elapsed < BOUND_S
+    finally:
+        pool.shutdown()
+    with pytest.raises(ValueError, match="cpu_timeout"):
+        DeadlineProcessPool(f"{__name__}:hang_or_crash", cpu_timeout=5.0, item_timeout=2.0)
 
 
 def test_worker_crash_does_not_propagate(test_pool):
