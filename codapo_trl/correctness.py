@@ -224,11 +224,14 @@ class CorrectnessReading:
         problem (`str` or `None`): the first value that breaks its reward's declared kind, or a row that two
             correctness rewards scored, as a one-line message with what to change; `None` when there is none.
         unowned (`int`): rollouts that no correctness reward scored but another reward did.
+        score_range (`tuple[float, float]` or `None`): the lowest and highest finite value the correctness rewards
+            returned for the batch (before any threshold); `None` when they returned none.
     """
 
     correctness: torch.Tensor
     problem: str | None = None
     unowned: int = 0
+    score_range: tuple[float, float] | None = None
 
 
 def _kind_problem(name: str, kind: str, values: torch.Tensor, prefix: str) -> str | None:
@@ -304,4 +307,7 @@ def read_correctness(
     unowned = 0
     if others:
         unowned = int(((scored_by == 0) & ~torch.isnan(rewards[:, others]).all(dim=1)).sum())
-    return CorrectnessReading(correctness=correctness, problem=problem, unowned=unowned)
+    scores = rewards[:, list(spec.indices)]
+    scores = scores[torch.isfinite(scores)]
+    score_range = (float(scores.min()), float(scores.max())) if scores.numel() else None
+    return CorrectnessReading(correctness=correctness, problem=problem, unowned=unowned, score_range=score_range)

@@ -49,6 +49,7 @@ from .groups import (
     trained_token_mask,
 )
 from .question_log import append_lines, prompt_digest, question_id, question_log_lines
+from .streaks import STALL_BATCHES, BatchStreak
 
 
 logger = logging.getLogger(__name__)
@@ -57,7 +58,7 @@ STATE_FILE = "dynamics_state-rank{rank}.pt"
 REWARDS_PER_FUNC_KEY = "dynamics_rewards_per_func"
 """Output key of the batch's rewards as TRL computed them (all processes' rollouts x reward functions), from
 [`DynamicsMixin._scored_batch`] to [`DynamicsMixin._annotate_groups`], which takes it out."""
-MAX_UNDEFINED_BATCHES = 5
+MAX_UNDEFINED_BATCHES = STALL_BATCHES
 """Consecutive batches with no defined correctness after which CoDaPO stops with an error (its correctness reward
 scores nothing it is given: a missing column, or a task it does not grade; it would train on nothing)."""
 
@@ -185,7 +186,8 @@ class DynamicsMixin:
         self._bin_sums: torch.Tensor | None = None
         self._warned_untrusted_recording = False
         self._warned_correctness_kind = False
-        self._undefined_batches = 0  # consecutive batches whose correctness is undefined for every rollout
+        self._undefined_streak = BatchStreak()  # consecutive batches whose correctness is undefined for every rollout
+        self._score_range: tuple[float, float] | None = None  # the correctness rewards' scores in the last batch
 
     # ------------------------------------------------------------------ hooks for subclasses
     def _dynamics_options_default(self) -> DynamicsOptions:
@@ -431,13 +433,12 @@ class DynamicsMixin:
                 f"{spec.names[0]!r} (those rows then carry no value), or to a list with each task's correctness "
                 "reward for multi-task data."
             )
+        self._score_range = reading.score_range
         defined = ~torch.isnan(correctness)
         undefined = 1.0 - defined.float().mean().item()
         compat.train_metrics(self)["rewards/correctness_undefined_frac"].append(undefined)
-        if defined.any():
-            self._undefined_batches = 0
+        if not self._undefined_streak.update(not bool(defined.any())):
             return correctness
-        self._undefined_batches += 1
         names = list(spec.names)
         others = [n for n in self.reward_func_names if n not in names]
         scored = others and not torch.isnan(rewards_per_func).all().item()
@@ -445,12 +446,12 @@ class DynamicsMixin:
             "The correctness reward(s) %s returned None for every rollout of this batch (%d batch(es) in a row)%s: "
             "every question's difficulty, hence its value, is undefined and it carries no weight.",
             names,
-            self._undefined_batches,
+            self._undefined_streak.length,
             f", while {others} scored it" if scored else "",
         )
-        if self._correctness_drives_training and self._undefined_batches >= MAX_UNDEFINED_BATCHES:
+        if self._correctness_drives_training and self._undefined_streak.length >= MAX_UNDEFINED_BATCHES:
             raise RuntimeError(
-                f"The correctness reward(s) {names} returned None for every rollout of {self._undefined_batches} "
+                f"The correctness reward(s) {names} returned None for every rollout of {self._undefined_streak.length} "
                 "batches in a row, so CoDaPO has trained on nothing since. Check that the dataset has the "
                 f"columns they need (e.g. the reference answer), or set {prefix}correctness_reward to the reward "
                 "function(s) that score correctness."

@@ -1,0 +1,119 @@
+"""Drop-in scripts on which CoDaPO would otherwise do something other than the user meant, without a word: each one
+is built as a TRL user writes it, trained a few steps on the tiny model, and must warn, stop, or say what it does.
+
+- correctness that never varies (a threshold below every score; a verifier still always wrong beside a format reward
+  at a cold start): every value is 0 and nothing trains;
+- placeholder log-probs from a `rollout_func` (all 0, positive, NaN): confidence must not be read from them;
+- `num_train_epochs` without `max_steps`: what an epoch means for CoDaPO, and GRPO's step budget on request;
+- open-r1's own `accuracy_reward` (a function of that name, not TRL's object).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+
+import pytest
+import torch
+from fakes import deterministic_rollout, question_dataset
+from helpers_training import make_args, record_parent_generations
+from trl import GRPOConfig, GRPOTrainer
+
+from codapo_trl import CoDaPOTrainer
+from codapo_trl.dynamics.streaks import STALL_BATCHES
+
+
+def logged(trainer, key):
+    return [h[key] for h in trainer.state.log_history if key in h]
+
+
+def build(tiny_model_dir, tmp_path, reward_funcs, rollout=deterministic_rollout, dataset=None, **overrides):
+    args = make_args(tmp_path, **overrides)
+    return CoDaPOTrainer(
+        tiny_model_dir, reward_funcs, args=args, train_dataset=dataset or question_dataset(), rollout_func=rollout
+    )
+
+
+def parameters(trainer):
+    return {name: p.detach().clone() for name, p in trainer.model.named_parameters()}
+
+
+def changed(trainer, before):
+    return [name for name, p in trainer.model.named_parameters() if not torch.equal(p, before[name])]
+
+
+# ------------------------------------------------------------------ correctness that never varies
+def probability_score(completion_ids, **kwargs):
+    """A score in (0, 1], like a reward model's probability: every completion scores above 0."""
+    return [min(len(ids), 20) / 20.0 for ids in completion_ids]
+
+
+def format_reward(completion_ids, **kwargs):
+    """A learnable format score: 1 for a short completion, 0 for a long one (varies within every group)."""
+    return [float(len(ids) <= 4) for ids in completion_ids]
+
+
+def strict_verifier(completion_ids, **kwargs):
+    """A verifier that a cold-start model never satisfies: always 0."""
+    return [0.0 for _ in completion_ids]
+
+
+WEIGHTLESS = "Every CoDaPO value was 0 for"
+STEPS = STALL_BATCHES + 1  # B and S batches alternate; each counts
+
+
+@pytest.mark.parametrize(
+    ("case", "rewards", "overrides", "why", "fix"),
+    [
+        (
+            "threshold_below_every_score",
+            [probability_score],
+            dict(codapo_correctness_threshold=0.0),
+            "every group is solved",
+            "put codapo_correctness_threshold (now 0) inside the range of the scores (this batch's scores: 0.",
+        ),
+        (
+            "cold_start_beside_a_format_reward",
+            [format_reward, strict_verifier],
+            dict(codapo_correctness_reward="strict_verifier"),
+            "no group has a correct rollout",
+            "set codapo_weight_offset=0.1 (the authors' released code",
+        ),
+    ],
+)
+def test_values_that_are_all_zero_warn_once_with_the_reason_and_the_options(
+    tiny_model_dir, tmp_path, caplog, case, rewards, overrides, why, fix
+):
+    trainer = build(tiny_model_dir, tmp_path, rewards, max_steps=STEPS, **overrides)
+    before = parameters(trainer)
+    with caplog.at_level(logging.WARNING, logger="codapo_trl.trainer"):
+        trainer.train()
+    warnings = [r.getMessage() for r in caplog.records if r.getMessage().startswith(WEIGHTLESS)]
+    assert len(warnings) == 1, warnings  # once, not every batch
+    message = warnings[0]
+    assert f"{WEIGHTLESS} {STALL_BATCHES} batches in a row" in message and why in message and fix in message
+    assert "V_d='center' is 0" in message
+    if len(rewards) > 1:
+        assert "The advantages of ['format_reward'] are multiplied by these values too" in message
+    assert set(logged(trainer, "codapo/value_mean")) == {0.0}
+    assert not changed(trainer, before)  # nothing trained, as the warning says
+
+    # what the warning proposes trains, and says nothing
+    caplog.clear()
+    trainer = build(
+        tiny_model_dir, tmp_path / "offset", rewards, max_steps=STEPS, codapo_weight_offset=0.1, **overrides
+    )
+    before = parameters(trainer)
+    with caplog.at_level(logging.WARNING, logger="codapo_trl.trainer"):
+        trainer.train()
+    assert not [r for r in caplog.records if r.getMessage().startswith(WEIGHTLESS)]
+    assert changed(trainer, before)
+
+
+def test_a_short_run_of_zero_values_is_not_reported(tiny_model_dir, tmp_path, caplog):
+    trainer = build(
+        tiny_model_dir, tmp_path, [probability_score], max_steps=STALL_BATCHES - 1, codapo_correctness_threshold=0.0
+    )
+    with caplog.at_level(logging.WARNING, logger="codapo_trl.trainer"):
+        trainer.train()
+    assert not [r for r in caplog.records if r.getMessage().startswith(WEIGHTLESS)]
