@@ -34,6 +34,7 @@ class BatchStreak:
     [1, 2, 0, 1]
     >>> streak.update(True), streak.due()
     (2, False)
+
     ```
     """
 
@@ -82,6 +83,7 @@ def weightless_message(
     >>> text = weightless_message(torch.ones(4), 5, "'acc' (binary)", None, (0.0, 0.0), ["fmt"], "center")
     >>> "no group has a correct rollout" in text and "codapo_weight_offset=0.1" in text
     True
+
     ```
     """
     defined = difficulty[~torch.isnan(difficulty)]
@@ -121,7 +123,7 @@ def weightless_message(
         else ""
     )
     return (
-        f"Every CoDaPO value was 0 for {num_batches} batches in a row, so nothing trains (gradient 0): {why}{shape}, "
-        f"by the correctness reward {correctness}.{others} To change it: {'; or '.join(options)}. Watch "
+        f"Every CoDaPO value was 0 for {num_batches} batches in a row, so nothing trains (gradient 0): by the "
+        f"correctness reward {correctness}, {why}{shape}.{others} To change it: {'; or '.join(options)}. Watch "
         "codapo/value_mean, codapo/solved_frac and codapo/unsolved_frac."
     )
