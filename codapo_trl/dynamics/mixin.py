@@ -13,6 +13,9 @@ Mixed in before `GRPOTrainer`, it adds, with no extra forward pass:
 `GRPODynamicsTrainer` is TRL's `GRPOTrainer` with the mixin. [`CoDaPOTrainer`] builds on the mixin through the
 mixin's own hooks (listed in the class docstring) and overrides none of the TRL hooks the mixin overrides, so every
 `super()` call below lands in TRL.
+
+Length: about 615 lines, one class: its TRL hooks share per-batch state (the capture, the streaks, the recorder's
+trust decision), and splitting them would spread one batch's bookkeeping over several modules.
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ from .groups import (
     LOSS_VALUE_KEY,
     GroupStats,
     group_stats,
+    placeholder_logps_reason,
     trained_token_mask,
 )
 from .question_log import append_lines, prompt_digest, question_id, question_log_lines
@@ -185,6 +189,7 @@ class DynamicsMixin:
         self._capture: _Capture | None = None
         self._bin_sums: torch.Tensor | None = None
         self._warned_untrusted_recording = False
+        self._warned_placeholder_logps = False
         self._warned_correctness_kind = False
         self._undefined_streak = BatchStreak()  # consecutive batches whose correctness is undefined for every rollout
         self._score_range: tuple[float, float] | None = None  # the correctness rewards' scores in the last batch
@@ -319,6 +324,37 @@ class DynamicsMixin:
                 reason or "on another process",
             )
 
+    def _drop_placeholder_logps(self, output: dict[str, Any]) -> None:
+        """Remove a generator's log-probs (a `rollout_func`'s, vLLM's) from `output` when any process's cannot be
+        the sampled tokens' ([`placeholder_logps_reason`]): confidence, hence the values and the selection, is then
+        computed by a forward pass instead, decided alike on every process."""
+        logps = output.get("sampling_per_token_logps")
+        if self.records_generation_logps or not self.model.training or logps is None:
+            return
+        reason = placeholder_logps_reason(logps, self._policy_token_mask(output))
+        flags = gather(torch.tensor([0.0 if reason is None else 1.0], device=self.accelerator.device))
+        if not bool(flags.sum().item() > 0):
+            return
+        output.pop("sampling_per_token_logps")
+        if not self._warned_placeholder_logps:
+            self._warned_placeholder_logps = True
+            source = "vLLM"
+            if self.rollout_func is not None:
+                source = f"The rollout_func {getattr(self.rollout_func, '__name__', repr(self.rollout_func))!r}"
+            logger.warning(
+                "%s returned per-token log-probs that cannot be the sampled tokens' (%s): placeholders would make "
+                "every confidence c meaningless (1 for all-zero log-probs), and with it the values and S's selection. "
+                "Confidence is computed by a forward pass of the policy instead, for this batch and every such batch "
+                "(one extra forward each); return the generator's real log-probs in 'logprobs' to avoid it.",
+                source,
+                reason or "on another process",
+            )
+
+    def _policy_token_mask(self, output: dict[str, Any]) -> torch.Tensor:
+        """The policy's own completion tokens: `completion_mask` without tool or environment output."""
+        mask = output["completion_mask"]
+        return mask if output.get("tool_mask") is None else mask * output["tool_mask"]
+
     def _get_per_token_logps_and_entropies(self, *args, **kwargs):
         result = super()._get_per_token_logps_and_entropies(*args, **kwargs)
         if torch.is_grad_enabled() and self._capture is not None:  # the loss's forward, not a no-grad one
@@ -376,6 +412,7 @@ class DynamicsMixin:
         with self._capturing() as captured:
             output = super()._generate_and_score_completions(inputs)
         self._drop_untrusted_recording(output, captured.untrusted_recording)
+        self._drop_placeholder_logps(output)
         output[REWARDS_PER_FUNC_KEY] = captured.rewards_per_func
         stats = self._annotate_groups(output)
         digests = gather_object([prompt_digest(row.get("prompt")) for row in inputs])
@@ -389,9 +426,7 @@ class DynamicsMixin:
         any weighting)."""
         rewards_per_func = output.pop(REWARDS_PER_FUNC_KEY)
         num_generations = self.num_generations
-        mask = output["completion_mask"]
-        if output.get("tool_mask") is not None:
-            mask = mask * output["tool_mask"]
+        mask = self._policy_token_mask(output)
         log_confidence = gather(coda.trajectory_log_confidence(self._behaviour_logps(output), mask))
         masks_rollouts = self.use_vllm and self.vllm_importance_sampling_correction
         masks_rollouts = masks_rollouts and self.vllm_importance_sampling_mode in IS_MASK_MODES
@@ -477,9 +512,7 @@ class DynamicsMixin:
 
     def _accumulate_bins(self, inputs: dict[str, Any], logps: torch.Tensor) -> None:
         old = inputs.get("old_per_token_logps")
-        mask = inputs["completion_mask"]
-        if inputs.get("tool_mask") is not None:
-            mask = mask * inputs["tool_mask"]
+        mask = self._policy_token_mask(inputs)
         weights, clipped = token_update_weights(
             logps,
             logps if old is None else old,

@@ -117,3 +117,47 @@ def test_a_short_run_of_zero_values_is_not_reported(tiny_model_dir, tmp_path, ca
     with caplog.at_level(logging.WARNING, logger="codapo_trl.trainer"):
         trainer.train()
     assert not [r for r in caplog.records if r.getMessage().startswith(WEIGHTLESS)]
+
+
+# ------------------------------------------------------------------ placeholder log-probs from a rollout_func
+def placeholder_rollout(fill):
+    """A user's `rollout_func` that generates like `deterministic_rollout` but fills every log-prob with `fill`
+    (what a script without access to the generator's log-probs writes)."""
+
+    def my_rollout(prompts, trainer):
+        out = deterministic_rollout(prompts, trainer)
+        out["logprobs"] = [[fill] * len(ids) for ids in out["completion_ids"]]
+        return out
+
+    return my_rollout
+
+
+def binary_reward(completion_ids, **kwargs):
+    return [float(len(ids) % 2) for ids in completion_ids]
+
+
+@pytest.mark.parametrize(("fill", "reason"), [(0.0, "exactly 0"), (0.7, "positive"), (math.nan, "NaN")])
+def test_placeholder_logps_from_a_rollout_func_are_replaced_by_a_forward_pass(
+    tiny_model_dir, tmp_path, caplog, fill, reason
+):
+    trainer = build(tiny_model_dir, tmp_path, binary_reward, rollout=placeholder_rollout(fill), max_steps=2)
+    forwards = []
+    original = trainer._policy_logps
+    trainer._policy_logps = lambda output: forwards.append(1) or original(output)
+    with caplog.at_level(logging.WARNING, logger="codapo_trl.dynamics.mixin"):
+        trainer.train()
+    warnings = [r.getMessage() for r in caplog.records if "cannot be the sampled tokens'" in r.getMessage()]
+    assert len(warnings) == 1 and warnings[0].startswith("The rollout_func 'my_rollout' returned") and reason in warnings[0]
+    assert len(forwards) >= 2  # one per batch, B and S
+    # the confidence is the policy's own: the random tiny model gives each token about 1/|vocabulary|, far from the
+    # 1 (or NaN, or above 1) that the placeholders would give
+    confidence = logged(trainer, "codapo/confidence_mean")
+    assert len(confidence) == 2 and all(0 < c < 0.05 for c in confidence), confidence
+
+
+def test_real_logps_from_a_rollout_func_are_used_as_they_are(tiny_model_dir, tmp_path, caplog):
+    trainer = build(tiny_model_dir, tmp_path, binary_reward, max_steps=2)  # log(0.5) per token
+    with caplog.at_level(logging.WARNING, logger="codapo_trl.dynamics.mixin"):
+        trainer.train()
+    assert "cannot be the sampled tokens'" not in caplog.text
+    assert logged(trainer, "codapo/confidence_mean") == [pytest.approx(0.5), pytest.approx(0.5)]

@@ -38,3 +38,18 @@ def test_the_message_names_the_reason_of_each_kind_of_batch():
     assert "V_d=" not in message([0.5])
     assert "inside the range of the scores (this batch's scores: 0.2 to 0.9)" in message([0.0], threshold=0.1)
     assert "correctness_threshold" not in message([0.0])
+
+
+def test_placeholder_logps_are_told_from_real_ones():
+    from codapo_trl.dynamics import groups
+
+    assert doctest.testmod(groups).failed == 0
+    mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 1.0, 1.0]])
+    reason = groups.placeholder_logps_reason
+    assert reason(torch.tensor([[0.0, 0.0, -3.0], [0.0, 0.0, 0.0]]), mask) == "every log-prob is exactly 0"  # masked -3
+    assert reason(torch.tensor([[-1.0, 0.0, 0.0], [0.0, 0.0, 0.0]]), mask) is None  # p = 1 for some tokens is real
+    assert reason(torch.tensor([[-1.0, float("nan"), 0.0], [-0.2, -0.1, -0.3]]), mask) is None  # vLLM's odd NaN
+    assert "no finite log-prob" in reason(torch.tensor([[float("nan")] * 3, [-0.2, -0.1, -0.3]]), mask)
+    assert "positive (0.5)" in reason(torch.tensor([[-1.0, 0.5, 0.0], [-0.2, -0.1, -0.3]]), mask)
+    assert reason(torch.tensor([[-1.0, 1e-6, 0.0], [-0.2, -0.1, -0.3]]), mask) is None  # rounding of a real 0
+    assert reason(torch.zeros(2, 3), torch.zeros(2, 3)) is None  # no token to judge
