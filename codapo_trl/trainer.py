@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import math
 import textwrap
 from typing import Any
 
@@ -121,6 +122,7 @@ class CoDaPOTrainer(CPUVLLMMixin, DynamicsMixin, GRPOTrainer):
             # TRL's global token-sum aggregation ("dapo") then yields exactly the CoDaPO loss, with every TRL feature
             # (vLLM importance sampling, entropy masks, metrics) intact. `args.loss_type` keeps the user's choice.
             self.loss_type = "dapo"
+        self._set_epoch_budget()
         self._codapo = self._new_protocol()
         self._weightless_streak = BatchStreak()  # consecutive batches whose values are all 0
         weighted = self._weighted_reward_names()
@@ -133,6 +135,45 @@ class CoDaPOTrainer(CPUVLLMMixin, DynamicsMixin, GRPOTrainer):
                 weighted,
                 self.correctness_spec.describe(),
             )
+
+    def _set_epoch_budget(self) -> None:
+        """With `num_train_epochs` and no `max_steps`, say what an epoch is for CoDaPO and how many optimizer steps the
+        run takes; for `codapo_epoch_budget="grpo_steps"`, set `max_steps` (on this trainer's copy of the config) to
+        GRPO's number of steps for the same epochs."""
+        args = self.args
+        if not args.codapo_sampling or args.max_steps > 0 or self.train_dataset is None:
+            return
+        # the Trainer's count: one dataloader batch per generation batch and micro-step, B and S alike
+        micro_batches = len(self._get_train_sampler()) // args.generation_batch_size
+        per_epoch = max(math.ceil(micro_batches / args.gradient_accumulation_steps), 1)
+        grpo_per_epoch = max(math.ceil(micro_batches / 2 / args.gradient_accumulation_steps), 1)
+        codapo_steps = math.ceil(args.num_train_epochs * per_epoch)
+        grpo_steps = math.ceil(args.num_train_epochs * grpo_per_epoch)
+        pair = 2 * args.codapo_steps_per_phase
+        if args.codapo_epoch_budget == "grpo_steps":
+            self.args = copy.copy(args)  # the user's config object is left as it was
+            self.args.max_steps = grpo_steps
+            logger.warning(
+                "codapo_epoch_budget='grpo_steps': num_train_epochs=%g is GRPO's budget of %d optimizer steps (and its "
+                "number of generation batches), B's and S's steps counted together, so CoDaPO passes %g times over the "
+                "training set's update batches%s.",
+                args.num_train_epochs,
+                grpo_steps,
+                args.num_train_epochs / 2,
+                "" if grpo_steps % pair == 0 else " (it ends after a B, whose S is not taken)",
+            )
+            return
+        logger.warning(
+            "num_train_epochs=%g with CoDaSampling: one CoDaPO epoch is one pass over the training set's update "
+            "batches B, each followed by its resampled batch S, so the run takes %d optimizer steps, twice GRPO's %d "
+            "for the same epochs (and twice its generation batches), and the learning-rate schedule spans all %d. For "
+            "GRPO's budget, set codapo_epoch_budget='grpo_steps' (or max_steps=%d).",
+            args.num_train_epochs,
+            codapo_steps,
+            grpo_steps,
+            codapo_steps,
+            grpo_steps,
+        )
 
     def _weighted_reward_names(self) -> list[str]:
         """The reward functions whose TRL weight is not 0 (a weight-0 reward only feeds the logs and, when named,

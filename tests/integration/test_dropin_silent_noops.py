@@ -16,10 +16,10 @@ import math
 import pytest
 import torch
 from fakes import deterministic_rollout, question_dataset
-from helpers_training import make_args, record_parent_generations
+from helpers_training import make_args, phases, record_parent_generations
 from trl import GRPOConfig, GRPOTrainer
 
-from codapo_trl import CoDaPOTrainer
+from codapo_trl import CoDaPOConfig, CoDaPOTrainer
 from codapo_trl.dynamics.streaks import STALL_BATCHES
 
 
@@ -161,3 +161,43 @@ def test_real_logps_from_a_rollout_func_are_used_as_they_are(tiny_model_dir, tmp
         trainer.train()
     assert "cannot be the sampled tokens'" not in caplog.text
     assert logged(trainer, "codapo/confidence_mean") == [pytest.approx(0.5), pytest.approx(0.5)]
+
+
+# ------------------------------------------------------------------ num_train_epochs
+def epoch_run(tiny_model_dir, tmp_path, trainer_class, config_class, **overrides):
+    """One epoch over 8 questions (2 per generation batch of 8 rollouts), no max_steps: optimizer steps and
+    generation batches as the Trainer's loop takes them."""
+    args = make_args(tmp_path, config_class=config_class, max_steps=-1, num_train_epochs=1, **overrides)
+    trainer = trainer_class(
+        tiny_model_dir, binary_reward, args=args, train_dataset=question_dataset(8), rollout_func=deterministic_rollout
+    )
+    calls, parent_patch = record_parent_generations(trainer)
+    with parent_patch:
+        trainer.train()
+    return trainer, len(calls)
+
+
+def test_an_epoch_is_a_pass_over_b_each_with_its_s_unless_grpo_steps_is_asked(tiny_model_dir, tmp_path, caplog):
+    grpo, grpo_generations = epoch_run(tiny_model_dir, tmp_path / "grpo", GRPOTrainer, GRPOConfig)
+    assert (grpo.state.global_step, grpo_generations) == (4, 4)
+
+    with caplog.at_level(logging.WARNING, logger="codapo_trl.trainer"):
+        passes, passes_generations = epoch_run(tiny_model_dir, tmp_path / "passes", CoDaPOTrainer, CoDaPOConfig)
+    assert (passes.state.global_step, passes_generations) == (8, 8)  # twice GRPO's: each B gets its S
+    assert "so the run takes 8 optimizer steps, twice GRPO's 4 for the same epochs" in caplog.text
+    assert "codapo_epoch_budget='grpo_steps'" in caplog.text
+
+    caplog.clear()
+    args = dict(codapo_epoch_budget="grpo_steps")
+    with caplog.at_level(logging.WARNING, logger="codapo_trl.trainer"):
+        equal, equal_generations = epoch_run(tiny_model_dir, tmp_path / "equal", CoDaPOTrainer, CoDaPOConfig, **args)
+    assert (equal.state.global_step, equal_generations) == (4, 4)  # GRPO's budget
+    assert phases(equal) == [0.0, 1.0, 0.0, 1.0]  # still B, then its S
+    assert "GRPO's budget of 4 optimizer steps" in caplog.text
+    assert equal.args.max_steps == 4
+
+
+def test_max_steps_is_left_as_it_is_by_the_epoch_budget(tiny_model_dir, tmp_path, caplog):
+    with caplog.at_level(logging.WARNING, logger="codapo_trl.trainer"):
+        trainer = build(tiny_model_dir, tmp_path, binary_reward, max_steps=2, codapo_epoch_budget="grpo_steps")
+    assert trainer.args.max_steps == 2 and "num_train_epochs" not in caplog.text
