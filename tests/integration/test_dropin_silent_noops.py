@@ -201,3 +201,45 @@ def test_max_steps_is_left_as_it_is_by_the_epoch_budget(tiny_model_dir, tmp_path
     with caplog.at_level(logging.WARNING, logger="codapo_trl.trainer"):
         trainer = build(tiny_model_dir, tmp_path, binary_reward, max_steps=2, codapo_epoch_budget="grpo_steps")
     assert trainer.args.max_steps == 2 and "num_train_epochs" not in caplog.text
+
+
+# ------------------------------------------------------------------ open-r1's accuracy_reward
+def accuracy_reward(completions, solution, **kwargs):
+    """open-r1's `accuracy_reward` as a user's script imports it: TRL's name, another function (0/1 here)."""
+    return [float(len(c[-1]["content"]) % 2) for c, _ in zip(completions, solution, strict=True)]
+
+
+def open_r1_format_reward(completions, **kwargs):
+    return [float("<think>" in c[-1]["content"]) for c in completions]
+
+
+def test_open_r1s_accuracy_reward_is_refused_with_what_is_recognised_and_how_to_name_it(tiny_model_dir, tmp_path):
+    data = question_dataset()
+    data = data.add_column("solution", data["answer"])
+    rewards = [open_r1_format_reward, accuracy_reward]
+    with pytest.raises(ValueError) as error:
+        build(tiny_model_dir, tmp_path, rewards, dataset=data)
+    message = str(error.value)
+    assert "['accuracy_reward'] is not TRL's own function of that name" in message
+    assert "recognised by identity, never by name" in message
+    assert "TRL's own trl.rewards.accuracy_reward" in message
+    assert "Set codapo_correctness_reward to its name (codapo_correctness_reward='accuracy_reward')" in message
+    # what the message says to write trains, on that reward
+    trainer = build(tiny_model_dir, tmp_path, rewards, dataset=data, codapo_correctness_reward="accuracy_reward")
+    trainer.train()
+    assert trainer.state.global_step == 2 and trainer.correctness_spec.names == ("accuracy_reward",)
+
+
+# ------------------------------------------------------------------ the multi-reward notice
+def test_the_multi_reward_notice_leaves_out_rewards_of_weight_0(tiny_model_dir, tmp_path, caplog):
+    for weights, notice in (([1.0, 0.0], False), ([1.0, 0.5], True)):
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="codapo_trl.trainer"):
+            build(
+                tiny_model_dir,
+                tmp_path,
+                [binary_reward, format_reward],
+                reward_weights=weights,
+                codapo_correctness_reward="binary_reward",
+            )
+        assert ("weighted reward functions ['binary_reward', 'format_reward']" in caplog.text) == notice
