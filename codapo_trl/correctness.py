@@ -211,9 +211,7 @@ def resolve_correctness(
     )
 
 
-def _which_reward_message(
-    reward_funcs: Sequence[Any], names: list[str], verifiers: list[int], option: str
-) -> str:
+def _which_reward_message(reward_funcs: Sequence[Any], names: list[str], verifiers: list[int], option: str) -> str:
     """The error for several rewards and no single known verifier: what is recognised, and how to name one."""
     lookalikes = [
         name

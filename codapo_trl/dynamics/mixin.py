@@ -35,9 +35,11 @@ from trl import GRPOTrainer
 from .. import _trl_compat as compat
 from .. import coda
 from .._trl_compat import disable_gradient_checkpointing
+from ..console import use_progress_line
 from ..correctness import CorrectnessSpec, declared_kind, read_correctness, resolve_correctness
 from ..logprob_recorder import record_sampled_logprobs
 from ..rewards import check_reward_columns
+from ..user_warnings import warnings_at_user_line
 from ..vllm_cpu import CPUVLLMMixin
 from .bins import bin_sums, summarize_bins, token_update_weights
 from .groups import (
@@ -165,7 +167,9 @@ class DynamicsMixin:
         correctness_threshold: float | None = None,
         **kwargs,
     ):
-        super().__init__(*args, **kwargs)
+        with warnings_at_user_line():  # TRL's warnings would point at this line
+            super().__init__(*args, **kwargs)
+        use_progress_line(self)
         compat.check_trainer_attributes(self)
         check_reward_columns(self.reward_funcs, self.train_dataset, self.eval_dataset)
         options = self._dynamics_options_default()

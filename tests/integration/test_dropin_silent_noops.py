@@ -147,7 +147,11 @@ def test_placeholder_logps_from_a_rollout_func_are_replaced_by_a_forward_pass(
     with caplog.at_level(logging.WARNING, logger="codapo_trl.dynamics.mixin"):
         trainer.train()
     warnings = [r.getMessage() for r in caplog.records if "cannot be the sampled tokens'" in r.getMessage()]
-    assert len(warnings) == 1 and warnings[0].startswith("The rollout_func 'my_rollout' returned") and reason in warnings[0]
+    assert (
+        len(warnings) == 1
+        and warnings[0].startswith("The rollout_func 'my_rollout' returned")
+        and reason in warnings[0]
+    )
     assert len(forwards) >= 2  # one per batch, B and S
     # the confidence is the policy's own: the random tiny model gives each token about 1/|vocabulary|, far from the
     # 1 (or NaN, or above 1) that the placeholders would give

@@ -28,7 +28,9 @@ def test_a_streak_is_due_once_when_it_reaches_its_length_even_if_it_breaks_and_r
 
 def test_the_message_names_the_reason_of_each_kind_of_batch():
     def message(difficulty, difficulty_fn="center", threshold=None):
-        return weightless_message(torch.tensor(difficulty), 5, "'r' (binary)", threshold, (0.2, 0.9), [], difficulty_fn)
+        return weightless_message(
+            torch.tensor(difficulty), 5, "'r' (binary)", threshold, (0.2, 0.9), [], difficulty_fn
+        )
 
     assert "every group is solved" in message([0.0, 0.0, float("nan")])
     assert "every group is either all correct or all wrong" in message([0.0, 1.0])
@@ -46,7 +48,9 @@ def test_placeholder_logps_are_told_from_real_ones():
     assert doctest.testmod(groups).failed == 0
     mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 1.0, 1.0]])
     reason = groups.placeholder_logps_reason
-    assert reason(torch.tensor([[0.0, 0.0, -3.0], [0.0, 0.0, 0.0]]), mask) == "every log-prob is exactly 0"  # masked -3
+    assert (
+        reason(torch.tensor([[0.0, 0.0, -3.0], [0.0, 0.0, 0.0]]), mask) == "every log-prob is exactly 0"
+    )  # masked -3
     assert reason(torch.tensor([[-1.0, 0.0, 0.0], [0.0, 0.0, 0.0]]), mask) is None  # p = 1 for some tokens is real
     assert reason(torch.tensor([[-1.0, float("nan"), 0.0], [-0.2, -0.1, -0.3]]), mask) is None  # vLLM's odd NaN
     assert "no finite log-prob" in reason(torch.tensor([[float("nan")] * 3, [-0.2, -0.1, -0.3]]), mask)
