@@ -58,18 +58,25 @@ def warnings_at_user_line() -> Iterator[None]:
 def _issue_again(caught: list[warnings.WarningMessage]) -> None:
     user = _user_frame() if caught else None
     for warning in caught:
-        if user is None or not os.path.abspath(warning.filename).startswith(_OURS):
-            # it passed the filters where it was raised: shown as it would have been
-            warnings.showwarning(warning.message, warning.category, warning.filename, warning.lineno)
-            continue
-        filename, lineno, module_globals = user
-        warnings.warn_explicit(
+        if user is not None and os.path.abspath(warning.filename).startswith(_OURS):
+            filename, lineno, module_globals = user
+        else:  # issued again where it was raised, so that an outer recorder (pytest.warns) sees it as before
+            filename, lineno, module_globals = warning.filename, warning.lineno, _module_globals(warning.filename)
+        module = module_globals.get("__name__") if module_globals else None
+        warnings.warn_explicit(  # a module name is needed: without one, warn_explicit issues nothing
             warning.message,
             warning.category,
             filename,
             lineno,
-            module=module_globals.get("__name__"),
-            registry=module_globals.setdefault("__warningregistry__", {}),
-            module_globals=module_globals,
+            module=module or os.path.splitext(os.path.basename(filename))[0],
+            registry=module_globals.setdefault("__warningregistry__", {}) if module_globals is not None else {},
             source=warning.source,
         )
+
+
+def _module_globals(filename: str) -> dict | None:
+    """The globals of the loaded module whose file is `filename` (its warning registry lives there), or `None`."""
+    for module in list(sys.modules.values()):
+        if getattr(module, "__file__", None) == filename:
+            return vars(module)
+    return None
