@@ -18,10 +18,9 @@ def _warn_from(filename: str, text: str) -> None:
 def test_a_warning_pointing_into_the_package_moves_to_the_users_line_and_others_stay():
     ours = os.path.join(os.path.dirname(codapo_trl.__file__), "dynamics", "mixin.py")
     elsewhere = os.path.join(os.path.dirname(pytest.__file__), "somewhere.py")
-    with pytest.warns(UserWarning) as record:
-        with warnings_at_user_line():
-            _warn_from(ours, "through our hook")
-            _warn_from(elsewhere, "inside a library")
+    with pytest.warns(UserWarning) as record, warnings_at_user_line():
+        _warn_from(ours, "through our hook")
+        _warn_from(elsewhere, "inside a library")
     where = {str(w.message): (w.filename, w.lineno) for w in record}
     assert where["through our hook"][0] == __file__  # the `with` line's frame: this test
     assert where["inside a library"] == (elsewhere, 2)
@@ -29,10 +28,9 @@ def test_a_warning_pointing_into_the_package_moves_to_the_users_line_and_others_
 
 def test_warnings_are_issued_even_when_the_block_raises():
     ours = os.path.join(os.path.dirname(codapo_trl.__file__), "trainer.py")
-    with pytest.warns(UserWarning, match="before the error"), pytest.raises(ValueError):
-        with warnings_at_user_line():
-            _warn_from(ours, "before the error")
-            raise ValueError("construction failed")
+    with pytest.warns(UserWarning, match="before the error"), pytest.raises(ValueError), warnings_at_user_line():
+        _warn_from(ours, "before the error")
+        raise ValueError("construction failed")
 
 
 def test_an_ignore_filter_still_applies():
