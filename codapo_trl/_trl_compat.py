@@ -102,6 +102,7 @@ GRPO_ATTRIBUTES = (
     "num_generations",
     "num_iterations",
     "reward_func_names",
+    "reward_weights",
     "shuffle_dataset",
     "loss_type",
     "temperature",

@@ -21,6 +21,7 @@ TRL_LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo", "cispo", "sapo", "luspo", "
 CODAPO_LOSS_TYPES = ("codapo", "gpg")
 RESAMPLE_TIMINGS = ("before_update", "after_update")
 SELECTIONS = ("value", "uniform")
+EPOCH_BUDGETS = ("passes", "grpo_steps")
 
 ValueFunctionName = Literal["linear", "reverse", "edges", "center", "constant"]
 
@@ -124,6 +125,13 @@ class CoDaPOConfig(GRPOConfig):
 
         > Parameters that control the training-dynamics logs
 
+        codapo_epoch_budget (`str`, *optional*, defaults to `"passes"`):
+            What `num_train_epochs` means when `max_steps` is not set and CoDaSampling is on. `"passes"`: an epoch is
+            one pass over the training set's update batches B, each followed by its S, so it takes twice GRPO's
+            optimizer steps and generations (and the learning-rate schedule stretches to match), as in the authors'
+            code. `"grpo_steps"`: `max_steps` is set to the number of optimizer steps GRPO would take for those
+            epochs, B's and S's steps counted together, so the run has GRPO's step and generation budget and covers
+            half as many update batches. The trainer says at construction which it is and how many steps it takes.
         codapo_dynamics (`bool`, *optional*, defaults to `True`):
             Log per-difficulty-bin training dynamics under `dynamics/` (the paper's Section 3: confidence of correct
             and incorrect trajectories, positive and negative advantages, mean absolute token update weight, clipped
@@ -231,6 +239,16 @@ class CoDaPOConfig(GRPOConfig):
         },
     )
 
+    codapo_epoch_budget: Literal["passes", "grpo_steps"] = field(
+        default="passes",
+        metadata={
+            "help": "With num_train_epochs (max_steps unset) and codapo_sampling: 'passes' (default) makes an epoch "
+            "one pass over the data's update batches B, each followed by its resampled batch S, so twice GRPO's "
+            "optimizer steps and generations; 'grpo_steps' sets max_steps to GRPO's number of steps for the same "
+            "epochs (B and S steps together), so CoDaPO sees half as many distinct questions."
+        },
+    )
+
     codapo_dynamics: bool = field(
         default=True,
         metadata={"help": "Log per-difficulty-bin training dynamics under dynamics/ (no extra forward pass)."},
@@ -286,6 +304,11 @@ class CoDaPOConfig(GRPOConfig):
             raise ValueError(
                 f"codapo_selection={self.codapo_selection!r} is not supported; set it to 'value' (the paper's top-K "
                 "by value) or 'uniform' (the random-resampling control)."
+            )
+        if self.codapo_epoch_budget not in EPOCH_BUDGETS:
+            raise ValueError(
+                f"codapo_epoch_budget={self.codapo_epoch_budget!r} is not supported; set it to 'passes' (an epoch is a "
+                "pass over B, each followed by its S) or 'grpo_steps' (GRPO's number of optimizer steps)."
             )
         if self.loss_type not in TRL_LOSS_TYPES + CODAPO_LOSS_TYPES:
             raise ValueError(

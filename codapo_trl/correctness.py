@@ -171,10 +171,7 @@ def resolve_correctness(
         elif len(verifiers) == 1:
             indices, picked = verifiers, True
         else:
-            raise ValueError(
-                f"Which of the reward functions {all_names} scores correctness? Set {option} to its name (or a list "
-                "of names for multi-task data, one per task)."
-            )
+            raise ValueError(_which_reward_message(reward_funcs, all_names, verifiers, option))
     else:
         wanted = [names] if isinstance(names, str) else list(names)
         unknown = [n for n in wanted if n not in all_names]
@@ -214,6 +211,33 @@ def resolve_correctness(
     )
 
 
+def _which_reward_message(reward_funcs: Sequence[Any], names: list[str], verifiers: list[int], option: str) -> str:
+    """The error for several rewards and no single known verifier: what is recognised, and how to name one."""
+    lookalikes = [
+        name
+        for func, name in zip(reward_funcs, names, strict=True)
+        if getattr(func, "__name__", None) in _TRL_VERIFIERS and not is_known_verifier(func)
+    ]
+    known = (
+        f" {[names[i] for i in verifiers]} are all known verifiers, so the choice is yours."
+        if len(verifiers) > 1
+        else ""
+    )
+    same_name = ""
+    if lookalikes:
+        same_name = (
+            f" {lookalikes} {'is' if len(lookalikes) == 1 else 'are'} not TRL's own function of that name (a function "
+            "with the same name, e.g. open-r1's accuracy_reward): a verifier is recognised by identity, never by name."
+        )
+    example = f" ({option}={lookalikes[0]!r})" if lookalikes else ""
+    return (
+        f"Which of the reward functions {names} scores correctness?{known}{same_name} Only codapo_trl.rewards' "
+        "verifiers, TRL's own trl.rewards.accuracy_reward and reasoning_accuracy_reward, and a function that declares "
+        f"its kind (f.correctness_kind = 'binary' or 'pass_rate') are picked without a name. Set {option} to its "
+        f"name{example}, or to a list of names for multi-task data, one per task."
+    )
+
+
 @dataclass
 class CorrectnessReading:
     """One batch's correctness, read by [`read_correctness`].
@@ -224,11 +248,14 @@ class CorrectnessReading:
         problem (`str` or `None`): the first value that breaks its reward's declared kind, or a row that two
             correctness rewards scored, as a one-line message with what to change; `None` when there is none.
         unowned (`int`): rollouts that no correctness reward scored but another reward did.
+        score_range (`tuple[float, float]` or `None`): the lowest and highest finite value the correctness rewards
+            returned for the batch (before any threshold); `None` when they returned none.
     """
 
     correctness: torch.Tensor
     problem: str | None = None
     unowned: int = 0
+    score_range: tuple[float, float] | None = None
 
 
 def _kind_problem(name: str, kind: str, values: torch.Tensor, prefix: str) -> str | None:
@@ -304,4 +331,7 @@ def read_correctness(
     unowned = 0
     if others:
         unowned = int(((scored_by == 0) & ~torch.isnan(rewards[:, others]).all(dim=1)).sum())
-    return CorrectnessReading(correctness=correctness, problem=problem, unowned=unowned)
+    scores = rewards[:, list(spec.indices)]
+    scores = scores[torch.isfinite(scores)]
+    score_range = (float(scores.min()), float(scores.max())) if scores.numel() else None
+    return CorrectnessReading(correctness=correctness, problem=problem, unowned=unowned, score_range=score_range)

@@ -1,6 +1,9 @@
-"""Offline builders for the tiny models that the tests and the benchmarks train: no network, a few hundred kB on disk.
+"""Offline builders for tiny models: no network, a few hundred kB on disk, built in seconds.
 
-`build_tiny_model(path)` writes a random Qwen2 causal LM and its ChatML tokenizer to `path`, loadable by path.
+`build_tiny_model(path)` writes a random Qwen2 causal LM and its ChatML tokenizer to `path`, loadable by path like
+any checkpoint. They are user tools as much as the tests' and benchmarks': a script can be checked end to end on a
+laptop with one (`python examples/dropin_offline.py --model tiny`) before it trains a real model. A random model
+learns nothing: it checks the wiring, not the method.
 """
 
 from __future__ import annotations

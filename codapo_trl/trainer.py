@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import math
 import textwrap
 from typing import Any
 
@@ -36,6 +37,7 @@ from ._trl_compat import RepeatSampler
 from .config import CODAPO_LOSS_TYPES, CoDaPOConfig
 from .dynamics.groups import LOSS_VALUE_KEY, GroupStats
 from .dynamics.mixin import DynamicsMixin, DynamicsOptions
+from .dynamics.streaks import BatchStreak, weightless_message
 from .protocol import PHASE_B, PHASE_S, BSProtocol, PendingBatch
 from .vllm_cpu import CPUVLLMMixin
 
@@ -120,16 +122,64 @@ class CoDaPOTrainer(CPUVLLMMixin, DynamicsMixin, GRPOTrainer):
             # TRL's global token-sum aggregation ("dapo") then yields exactly the CoDaPO loss, with every TRL feature
             # (vLLM importance sampling, entropy masks, metrics) intact. `args.loss_type` keeps the user's choice.
             self.loss_type = "dapo"
+        self._set_epoch_budget()
         self._codapo = self._new_protocol()
-        if args.codapo_enabled and len(self.reward_func_names) > 1:
+        self._weightless_streak = BatchStreak()  # consecutive batches whose values are all 0
+        weighted = self._weighted_reward_names()
+        if args.codapo_enabled and len(weighted) > 1:
             logger.warning(
-                "CoDaPO objective with %d reward functions %s: the advantages use their weighted combination (TRL's "
-                "reward_weights, multi_objective_aggregation), while difficulty, hence the values and the selection, "
-                "uses the correctness reward %s alone.",
-                len(self.reward_func_names),
-                self.reward_func_names,
+                "CoDaPO objective with %d weighted reward functions %s: the advantages use their weighted combination "
+                "(TRL's reward_weights, multi_objective_aggregation), while difficulty, hence the values and the "
+                "selection, uses the correctness reward %s alone.",
+                len(weighted),
+                weighted,
                 self.correctness_spec.describe(),
             )
+
+    def _set_epoch_budget(self) -> None:
+        """With `num_train_epochs` and no `max_steps`, say what an epoch is for CoDaPO and how many optimizer steps the
+        run takes; for `codapo_epoch_budget="grpo_steps"`, set `max_steps` (on this trainer's copy of the config) to
+        GRPO's number of steps for the same epochs."""
+        args = self.args
+        if not args.codapo_sampling or args.max_steps > 0 or self.train_dataset is None:
+            return
+        # the Trainer's count: one dataloader batch per generation batch and micro-step, B and S alike
+        micro_batches = len(self._get_train_sampler()) // args.generation_batch_size
+        per_epoch = max(math.ceil(micro_batches / args.gradient_accumulation_steps), 1)
+        grpo_per_epoch = max(math.ceil(micro_batches / 2 / args.gradient_accumulation_steps), 1)
+        codapo_steps = math.ceil(args.num_train_epochs * per_epoch)
+        grpo_steps = math.ceil(args.num_train_epochs * grpo_per_epoch)
+        pair = 2 * args.codapo_steps_per_phase
+        if args.codapo_epoch_budget == "grpo_steps":
+            self.args = copy.copy(args)  # the user's config object is left as it was
+            self.args.max_steps = grpo_steps
+            logger.warning(
+                "codapo_epoch_budget='grpo_steps': num_train_epochs=%g is GRPO's budget of %d optimizer steps (and its "
+                "number of generation batches), B's and S's steps counted together, so CoDaPO passes %g times over the "
+                "training set's update batches%s.",
+                args.num_train_epochs,
+                grpo_steps,
+                args.num_train_epochs / 2,
+                "" if grpo_steps % pair == 0 else " (it ends after a B, whose S is not taken)",
+            )
+            return
+        logger.warning(
+            "num_train_epochs=%g with CoDaSampling: one CoDaPO epoch is one pass over the training set's update "
+            "batches B, each followed by its resampled batch S, so the run takes %d optimizer steps, twice GRPO's %d "
+            "for the same epochs (and twice its generation batches), and the learning-rate schedule spans all %d. For "
+            "GRPO's budget, set codapo_epoch_budget='grpo_steps' (or max_steps=%d).",
+            args.num_train_epochs,
+            codapo_steps,
+            grpo_steps,
+            codapo_steps,
+            grpo_steps,
+        )
+
+    def _weighted_reward_names(self) -> list[str]:
+        """The reward functions whose TRL weight is not 0 (a weight-0 reward only feeds the logs and, when named,
+        correctness)."""
+        weights = self.reward_weights.tolist()
+        return [name for name, weight in zip(self.reward_func_names, weights, strict=True) if weight != 0]
 
     # ------------------------------------------------------------------ data: every B batch is delivered twice
     def _get_train_sampler(self, dataset=None):
@@ -299,7 +349,31 @@ class CoDaPOTrainer(CPUVLLMMixin, DynamicsMixin, GRPOTrainer):
         output["advantages"] = output["advantages"] * weights[local].to(output["advantages"].dtype)
         output[VALUE_KEY] = values.repeat_interleave(num_generations)[local]
         output[LOSS_VALUE_KEY] = torch.nan_to_num(loss_values, nan=0.0).repeat_interleave(num_generations)[local]
+        if args.codapo_weighting:
+            self._watch_values(values, stats)
         return values
+
+    def _watch_values(self, values: torch.Tensor, stats: GroupStats) -> None:
+        """Count the batches in a row whose values are all 0 (some defined: an undefined batch is the mixin's own
+        case), and warn once when they reach `STALL_BATCHES`: nothing trains, and the user must change something."""
+        defined = values[~torch.isnan(values)]
+        self._weightless_streak.update(defined.numel() > 0 and not bool((defined > 0).any()))
+        if not self._weightless_streak.due():
+            return
+        spec = self.correctness_spec
+        threshold = next((t for t in spec.thresholds if t is not None), None)
+        others = [name for name in self._weighted_reward_names() if name not in spec.names]
+        logger.warning(
+            weightless_message(
+                stats.difficulty,
+                self._weightless_streak.length,
+                spec.describe(),
+                threshold,
+                self._score_range,
+                others,
+                self.args.codapo_difficulty_fn,
+            )
+        )
 
     # ------------------------------------------------------------------ CoDaLearning
     def _loss_inputs(self, inputs: dict[str, Any]) -> dict[str, Any]:

@@ -342,8 +342,8 @@ def plot_accuracy(
         ax.set_title("Training rollouts (question log)", fontsize=10)
     if "bins" in panels:
         ax = axes[0][panels.index("bins")]
-        steps, series, _ = _dynamics_series(history)
-        _draw_share(ax, steps, series["share"])
+        steps, series, note = _dynamics_series(history)
+        _draw_share(ax, steps, series["share"], gapped=bool(note))
         ax.set_title("Training questions per difficulty bin", fontsize=10)
     figure.suptitle("Accuracy per difficulty level over training (hierarchical convergence)", fontsize=11)
     return figure
@@ -399,6 +399,15 @@ def _dynamics_series(history: Sequence[dict[str, Any]]) -> tuple[np.ndarray, dic
     return steps, series, note
 
 
+def _across_gaps(steps: np.ndarray, values: np.ndarray, gapped: bool) -> tuple[np.ndarray, np.ndarray]:
+    """`(steps, values)` for `ax.plot`, with a NaN point between two steps that are not consecutive when `gapped`
+    (CoDaPO's B updates: the S updates between them are not drawn, so no line is drawn across them either)."""
+    if not gapped or len(steps) < 2:
+        return steps, values
+    cuts = np.nonzero(np.diff(steps) > 1)[0] + 1
+    return np.insert(steps, cuts, np.nan), np.insert(values.astype(float), cuts, np.nan)
+
+
 def _smooth(values: np.ndarray, window: int) -> np.ndarray:
     """Moving average over `window` points that skips NaN (NaN where the window holds no value)."""
     if window <= 1:
@@ -419,9 +428,18 @@ def _bin_name(index: int) -> str:
     return f"bin{index + 1} {bin_label(index + 1)}"
 
 
-def _draw_share(ax: Axes, steps: np.ndarray, shares: list[np.ndarray], legend: bool = True) -> None:
+def _draw_share(
+    ax: Axes, steps: np.ndarray, shares: list[np.ndarray], legend: bool = True, gapped: bool = False
+) -> None:
     stacked = np.nan_to_num(np.vstack(shares))
-    ax.stackplot(steps, stacked, colors=_bin_colors(), labels=[_bin_name(i) for i in range(NUM_BINS)], alpha=0.85)
+    labels = [_bin_name(i) for i in range(NUM_BINS)]
+    if gapped:  # one stacked bar per drawn update: nothing is filled over the updates left out
+        bottom = np.zeros(len(steps))
+        for row, color, label in zip(stacked, _bin_colors(), labels, strict=True):
+            ax.bar(steps, row, width=0.8, bottom=bottom, color=color, label=label, alpha=0.85)
+            bottom = bottom + row
+    else:
+        ax.stackplot(steps, stacked, colors=_bin_colors(), labels=labels, alpha=0.85)
     ax.set_ylim(0, 1)
     ax.set_xlabel("training step (update)")
     ax.set_ylabel("share of trajectories")
@@ -468,25 +486,24 @@ def plot_training_dynamics(
     window = smoothing if smoothing is not None else max(1, len(steps) // 25)
     figure, axes = plt.subplots(2, 3, figsize=(15.0, 7.5), layout="constrained")
     colors = _bin_colors()
-    marker = "." if len(steps) < 40 else None  # isolated points (a bin seen at one update) stay visible
+    gapped = bool(note)  # CoDaPO's B updates only: S's steps lie between them
+    # isolated points (a bin seen at one update, a B update between two S updates) stay visible
+    marker = "." if len(steps) < 40 or gapped else None
+
+    def line(ax: Axes, values: np.ndarray, color, **style) -> None:
+        ax.plot(*_across_gaps(steps, _smooth(values, window), gapped), color=color, lw=1.3, marker=marker, **style)
+
     for ax, (name, title) in zip(axes.flat, DYNAMICS_PANELS):
         if name == "share":
-            _draw_share(ax, steps, [_smooth(s, window) for s in series["share"]], legend=False)
+            _draw_share(ax, steps, [_smooth(s, window) for s in series["share"]], legend=False, gapped=gapped)
         elif name == "advantage":
             for i, color in enumerate(colors):
-                ax.plot(steps, _smooth(series["advantage_positive"][i], window), color=color, lw=1.3, marker=marker)
-                ax.plot(
-                    steps,
-                    _smooth(series["advantage_negative"][i], window),
-                    color=color,
-                    lw=1.3,
-                    ls="--",
-                    marker=marker,
-                )
+                line(ax, series["advantage_positive"][i], color)
+                line(ax, series["advantage_negative"][i], color, ls="--")
             ax.axhline(0.0, color="0.5", lw=0.6)
         else:
             for i, color in enumerate(colors):
-                ax.plot(steps, _smooth(series[name][i], window), color=color, lw=1.3, marker=marker)
+                line(ax, series[name][i], color)
             if name.startswith("confidence"):
                 ax.set_ylim(-0.02, 1.02)
         ax.xaxis.set_major_locator(ticker.MaxNLocator(integer=True))

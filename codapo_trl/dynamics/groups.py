@@ -62,6 +62,7 @@ def group_stats(
     >>> stats = group_stats(torch.log(torch.tensor([0.5, 0.5])), torch.tensor([1.0, 0.0]), torch.tensor([3.0, 1.0]), 2)
     >>> stats.confidence, stats.difficulty, stats.token_counts
     (tensor([0.5000]), tensor([0.5000]), tensor([4.]))
+
     ```
     """
     return GroupStats(
@@ -85,8 +86,48 @@ def trained_token_mask(mask: torch.Tensor, importance_sampling_ratio: torch.Tens
     >>> trained_token_mask(torch.ones(2, 3), torch.tensor([[1.2], [0.0]]))
     tensor([[1., 1., 1.],
             [0., 0., 0.]])
+
     ```
     """
     if importance_sampling_ratio is None:
         return mask
     return mask * (importance_sampling_ratio != 0).to(mask.dtype)
+
+
+POSITIVE_LOGP_TOLERANCE = 1e-3
+"""A sampled token's log-prob above this (in nats) is no log-prob at all: float rounding of a real one stays far
+below it."""
+
+
+def placeholder_logps_reason(per_token_logps: torch.Tensor, mask: torch.Tensor) -> str | None:
+    """Why a generator's per-token log-probs cannot be the sampled tokens' (placeholders a `rollout_func` filled
+    in), or `None` when they can be: every loss token exactly 0 (probability 1 for every token of every rollout),
+    a positive log-prob, or a rollout with loss tokens and no finite log-prob (NaN placeholders). A NaN for some
+    tokens of a rollout is allowed (vLLM returns none for a token now and then; confidence leaves them out).
+
+    Args:
+        per_token_logps (`torch.Tensor` of shape `(N, T)`): the generator's log-probs of the sampled tokens.
+        mask (`torch.Tensor` of shape `(N, T)`): 1 for the loss tokens (completion and model tokens).
+
+    Example:
+    ```python
+    >>> mask = torch.ones(2, 3)
+    >>> placeholder_logps_reason(torch.zeros(2, 3), mask)
+    'every log-prob is exactly 0'
+    >>> placeholder_logps_reason(torch.tensor([[-0.5, 0.0, -1.0], [-2.0, -0.1, -0.3]]), mask) is None
+    True
+
+    ```
+    """
+    tokens = mask.bool()
+    if not bool(tokens.any()):
+        return None
+    finite = tokens & torch.isfinite(per_token_logps)
+    if bool((tokens.any(-1) & ~finite.any(-1)).any()):
+        return "a rollout has no finite log-prob (NaN)"
+    values = per_token_logps[finite]
+    if bool((values > POSITIVE_LOGP_TOLERANCE).any()):
+        return f"a log-prob is positive ({float(values.max()):.4g})"
+    if bool((values == 0).all()):
+        return "every log-prob is exactly 0"
+    return None

@@ -13,6 +13,9 @@ Mixed in before `GRPOTrainer`, it adds, with no extra forward pass:
 `GRPODynamicsTrainer` is TRL's `GRPOTrainer` with the mixin. [`CoDaPOTrainer`] builds on the mixin through the
 mixin's own hooks (listed in the class docstring) and overrides none of the TRL hooks the mixin overrides, so every
 `super()` call below lands in TRL.
+
+Length: about 615 lines, one class: its TRL hooks share per-batch state (the capture, the streaks, the recorder's
+trust decision), and splitting them would spread one batch's bookkeeping over several modules.
 """
 
 from __future__ import annotations
@@ -32,9 +35,11 @@ from trl import GRPOTrainer
 from .. import _trl_compat as compat
 from .. import coda
 from .._trl_compat import disable_gradient_checkpointing
+from ..console import use_progress_line
 from ..correctness import CorrectnessSpec, declared_kind, read_correctness, resolve_correctness
 from ..logprob_recorder import record_sampled_logprobs
 from ..rewards import check_reward_columns
+from ..user_warnings import warnings_at_user_line
 from ..vllm_cpu import CPUVLLMMixin
 from .bins import bin_sums, summarize_bins, token_update_weights
 from .groups import (
@@ -46,9 +51,11 @@ from .groups import (
     LOSS_VALUE_KEY,
     GroupStats,
     group_stats,
+    placeholder_logps_reason,
     trained_token_mask,
 )
 from .question_log import append_lines, prompt_digest, question_id, question_log_lines
+from .streaks import STALL_BATCHES, BatchStreak
 
 
 logger = logging.getLogger(__name__)
@@ -57,7 +64,7 @@ STATE_FILE = "dynamics_state-rank{rank}.pt"
 REWARDS_PER_FUNC_KEY = "dynamics_rewards_per_func"
 """Output key of the batch's rewards as TRL computed them (all processes' rollouts x reward functions), from
 [`DynamicsMixin._scored_batch`] to [`DynamicsMixin._annotate_groups`], which takes it out."""
-MAX_UNDEFINED_BATCHES = 5
+MAX_UNDEFINED_BATCHES = STALL_BATCHES
 """Consecutive batches with no defined correctness after which CoDaPO stops with an error (its correctness reward
 scores nothing it is given: a missing column, or a task it does not grade; it would train on nothing)."""
 
@@ -160,7 +167,9 @@ class DynamicsMixin:
         correctness_threshold: float | None = None,
         **kwargs,
     ):
-        super().__init__(*args, **kwargs)
+        with warnings_at_user_line():  # TRL's warnings would point at this line
+            super().__init__(*args, **kwargs)
+        use_progress_line(self)
         compat.check_trainer_attributes(self)
         check_reward_columns(self.reward_funcs, self.train_dataset, self.eval_dataset)
         options = self._dynamics_options_default()
@@ -184,8 +193,10 @@ class DynamicsMixin:
         self._capture: _Capture | None = None
         self._bin_sums: torch.Tensor | None = None
         self._warned_untrusted_recording = False
+        self._warned_placeholder_logps = False
         self._warned_correctness_kind = False
-        self._undefined_batches = 0  # consecutive batches whose correctness is undefined for every rollout
+        self._undefined_streak = BatchStreak()  # consecutive batches whose correctness is undefined for every rollout
+        self._score_range: tuple[float, float] | None = None  # the correctness rewards' scores in the last batch
 
     # ------------------------------------------------------------------ hooks for subclasses
     def _dynamics_options_default(self) -> DynamicsOptions:
@@ -317,6 +328,37 @@ class DynamicsMixin:
                 reason or "on another process",
             )
 
+    def _drop_placeholder_logps(self, output: dict[str, Any]) -> None:
+        """Remove a generator's log-probs (a `rollout_func`'s, vLLM's) from `output` when any process's cannot be
+        the sampled tokens' ([`placeholder_logps_reason`]): confidence, hence the values and the selection, is then
+        computed by a forward pass instead, decided alike on every process."""
+        logps = output.get("sampling_per_token_logps")
+        if self.records_generation_logps or not self.model.training or logps is None:
+            return
+        reason = placeholder_logps_reason(logps, self._policy_token_mask(output))
+        flags = gather(torch.tensor([0.0 if reason is None else 1.0], device=self.accelerator.device))
+        if not bool(flags.sum().item() > 0):
+            return
+        output.pop("sampling_per_token_logps")
+        if not self._warned_placeholder_logps:
+            self._warned_placeholder_logps = True
+            source = "vLLM"
+            if self.rollout_func is not None:
+                source = f"The rollout_func {getattr(self.rollout_func, '__name__', repr(self.rollout_func))!r}"
+            logger.warning(
+                "%s returned per-token log-probs that cannot be the sampled tokens' (%s): placeholders would make "
+                "every confidence c meaningless (1 for all-zero log-probs), and with it the values and S's selection. "
+                "Confidence is computed by a forward pass of the policy instead, for this batch and every such batch "
+                "(one extra forward each); return the generator's real log-probs in 'logprobs' to avoid it.",
+                source,
+                reason or "on another process",
+            )
+
+    def _policy_token_mask(self, output: dict[str, Any]) -> torch.Tensor:
+        """The policy's own completion tokens: `completion_mask` without tool or environment output."""
+        mask = output["completion_mask"]
+        return mask if output.get("tool_mask") is None else mask * output["tool_mask"]
+
     def _get_per_token_logps_and_entropies(self, *args, **kwargs):
         result = super()._get_per_token_logps_and_entropies(*args, **kwargs)
         if torch.is_grad_enabled() and self._capture is not None:  # the loss's forward, not a no-grad one
@@ -374,6 +416,7 @@ class DynamicsMixin:
         with self._capturing() as captured:
             output = super()._generate_and_score_completions(inputs)
         self._drop_untrusted_recording(output, captured.untrusted_recording)
+        self._drop_placeholder_logps(output)
         output[REWARDS_PER_FUNC_KEY] = captured.rewards_per_func
         stats = self._annotate_groups(output)
         digests = gather_object([prompt_digest(row.get("prompt")) for row in inputs])
@@ -387,9 +430,7 @@ class DynamicsMixin:
         any weighting)."""
         rewards_per_func = output.pop(REWARDS_PER_FUNC_KEY)
         num_generations = self.num_generations
-        mask = output["completion_mask"]
-        if output.get("tool_mask") is not None:
-            mask = mask * output["tool_mask"]
+        mask = self._policy_token_mask(output)
         log_confidence = gather(coda.trajectory_log_confidence(self._behaviour_logps(output), mask))
         masks_rollouts = self.use_vllm and self.vllm_importance_sampling_correction
         masks_rollouts = masks_rollouts and self.vllm_importance_sampling_mode in IS_MASK_MODES
@@ -431,13 +472,12 @@ class DynamicsMixin:
                 f"{spec.names[0]!r} (those rows then carry no value), or to a list with each task's correctness "
                 "reward for multi-task data."
             )
+        self._score_range = reading.score_range
         defined = ~torch.isnan(correctness)
         undefined = 1.0 - defined.float().mean().item()
         compat.train_metrics(self)["rewards/correctness_undefined_frac"].append(undefined)
-        if defined.any():
-            self._undefined_batches = 0
+        if not self._undefined_streak.update(not bool(defined.any())):
             return correctness
-        self._undefined_batches += 1
         names = list(spec.names)
         others = [n for n in self.reward_func_names if n not in names]
         scored = others and not torch.isnan(rewards_per_func).all().item()
@@ -445,12 +485,12 @@ class DynamicsMixin:
             "The correctness reward(s) %s returned None for every rollout of this batch (%d batch(es) in a row)%s: "
             "every question's difficulty, hence its value, is undefined and it carries no weight.",
             names,
-            self._undefined_batches,
+            self._undefined_streak.length,
             f", while {others} scored it" if scored else "",
         )
-        if self._correctness_drives_training and self._undefined_batches >= MAX_UNDEFINED_BATCHES:
+        if self._correctness_drives_training and self._undefined_streak.length >= MAX_UNDEFINED_BATCHES:
             raise RuntimeError(
-                f"The correctness reward(s) {names} returned None for every rollout of {self._undefined_batches} "
+                f"The correctness reward(s) {names} returned None for every rollout of {self._undefined_streak.length} "
                 "batches in a row, so CoDaPO has trained on nothing since. Check that the dataset has the "
                 f"columns they need (e.g. the reference answer), or set {prefix}correctness_reward to the reward "
                 "function(s) that score correctness."
@@ -476,9 +516,7 @@ class DynamicsMixin:
 
     def _accumulate_bins(self, inputs: dict[str, Any], logps: torch.Tensor) -> None:
         old = inputs.get("old_per_token_logps")
-        mask = inputs["completion_mask"]
-        if inputs.get("tool_mask") is not None:
-            mask = mask * inputs["tool_mask"]
+        mask = self._policy_token_mask(inputs)
         weights, clipped = token_update_weights(
             logps,
             logps if old is None else old,

@@ -70,7 +70,13 @@ def build_parser() -> argparse.ArgumentParser:
     prompts.add_argument("--no-system-prompt", action="store_true", help="no system turn for maths/science prompts")
     prompts.add_argument("--code-system-prompt", default=CODE_SYSTEM_PROMPT, help="system turn of code prompts")
     data = parser.add_argument_group("data")
-    data.add_argument("--limit", type=int, default=None, help="first N questions of each benchmark")
+    data.add_argument(
+        "--limit",
+        type=int,
+        default=None,
+        help="first N questions of each benchmark, in its own order: not balanced across levels (the levels kept "
+        "are logged)",
+    )
     data.add_argument(
         "--lcb-version", default=LCB_DEFAULT_VERSION, help="LiveCodeBench release (release_v1..v6, v1..v6)"
     )

@@ -9,7 +9,7 @@ Output files (under `output_dir`):
   benchmarks, counts (ungraded questions, truncated and unanswered samples) and timing.
 - `results.md`: the paper-style table (benchmarks as columns, then Average), the pass@k table and per-level tables.
 
-Length: about 600 lines: the evaluation loop, the records it fills and the files it writes share one schema and are
+Length: about 640 lines: the evaluation loop, the records it fills and the files it writes share one schema and are
 kept together so that what is saved can be checked against what is computed in one reading.
 """
 
@@ -255,7 +255,11 @@ class EvaluationResult:
             f"Backend: {self.backend}. {config['num_samples']} samples per question, temperature "
             f"{config['temperature']}, top-p {config['top_p']}, at most {config['max_new_tokens']} new tokens, "
             f"seed {config['seed']}"
-            + (f", first {config['limit']} questions per benchmark" if config["limit"] else "")
+            + (
+                f", first {config['limit']} questions per benchmark (in its order, not balanced across levels)"
+                if config["limit"]
+                else ""
+            )
             + ".",
             "",
             f"## Accuracy (avg@{config['num_samples']}, %)",
@@ -471,7 +475,8 @@ def evaluate_model(
             dropped with a warning.
         seed (`int`, *optional*, defaults to 0): seed of the samples (see [`codapo_trl.evaluation.generation`] for
             what is reproducible).
-        limit (`int`, *optional*): first `limit` questions of each benchmark loaded here.
+        limit (`int`, *optional*): first `limit` questions of each benchmark loaded here, in the benchmark's own order:
+            not balanced across difficulty levels (the levels kept are logged, and shown in the report's table).
         batch_size (`int`, *optional*, defaults to 64): sequences per `generate` call (transformers backend).
         system_prompt (`str` or `None`, *optional*, defaults to the paper's prompt): system turn of maths prompts.
         code_system_prompt (`str` or `None`, *optional*): system turn of code prompts.
@@ -510,6 +515,9 @@ def evaluate_model(
         else load_benchmark(b, system_prompt=system_prompt, code_system_prompt=code_system_prompt, limit=limit)
         for b in benchmarks
     ]
+    if limit is not None:
+        for benchmark in loaded:
+            _say_limit_is_unbalanced(benchmark, limit)
     names = [b.name for b in loaded]
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
@@ -609,3 +617,20 @@ def evaluate_model(
     if output_dir is not None:
         result.save(output_dir)
     return result
+
+
+def _say_limit_is_unbalanced(benchmark: Benchmark, limit: int) -> None:
+    """Log which difficulty levels the first `limit` questions of a leveled benchmark kept: `--limit` takes them in
+    the benchmark's own order, so a sorted file may keep a single level."""
+    if not benchmark.has_levels:
+        return
+    counts: dict[str, int] = {}
+    for item in benchmark.items:
+        counts[str(item.level)] = counts.get(str(item.level), 0) + 1
+    logger.warning(
+        "limit=%d keeps the first %d questions of %s in its own order, not balanced across levels: %s.",
+        limit,
+        len(benchmark.items),
+        benchmark.name,
+        ", ".join(f"level {level}: {n}" for level, n in sorted(counts.items())),
+    )

@@ -28,6 +28,13 @@ from codapo_trl.models import resolve_model_name_or_path
 
 logger = logging.getLogger(__name__)
 
+S_CURVE_NOTE = (
+    "S's reward is higher by construction: S resamples B's highest-valued questions, which have correct\n"
+    "rollouts by selection (an unsolved question has value 0). Read progress off B's curve (fresh\n"
+    "questions) and the held-out accuracy."
+)
+"""Written under the training-reward panel of `demo.png`."""
+
 
 def held_out(model, script_args, training_args, options, output_dir: Path):
     return evaluate_model(
@@ -67,7 +74,7 @@ def plot(log_history: list[dict], before, after, path: Path) -> None:
     from matplotlib.figure import Figure  # a figure of its own: the process's pyplot backend is left alone
 
     updates = [h for h in log_history if "reward" in h and "codapo/phase" in h]
-    fig = Figure(figsize=(11, 4))
+    fig = Figure(figsize=(11, 4.6))
     left, right = fig.subplots(1, 2)
     for phase, marker, label in ((0.0, "o", "update on B"), (1.0, "s", "update on S (resampled)")):
         points = [(h["step"], h["reward"]) for h in updates if h["codapo/phase"] == phase]
@@ -78,6 +85,15 @@ def plot(log_history: list[dict], before, after, path: Path) -> None:
     left.set_title("Training reward")
     left.legend()
     left.grid(alpha=0.3)
+    left.text(
+        0.01,
+        -0.22,
+        S_CURVE_NOTE,
+        transform=left.transAxes,
+        fontsize=7.5,
+        va="top",
+        wrap=True,
+    )
 
     def per_level(result):
         return {int(k): v["metrics"]["avg@n"] for k, v in result.benchmarks["arithmetic"].levels.items()}

@@ -590,7 +590,11 @@ def test_plot_training_dynamics_on_a_synthetic_trainer_state(tmp_path):
     synthetic_trainer_state(run / "checkpoint-4" / "trainer_state.json", steps=10, codapo=True)
     figure = plot_training_dynamics(run, smoothing=1)
     assert "CoDaPO B updates" in figure._suptitle.get_text()
-    assert list(figure.axes[1].get_lines()[0].get_xdata()) == [1, 3, 5, 7, 9]
+    xdata = figure.axes[1].get_lines()[0].get_xdata()
+    assert [x for x in xdata if not np.isnan(x)] == [1, 3, 5, 7, 9]
+    # no line across the S updates between two B updates: a break (NaN) between every two points
+    assert len(xdata) == 9 and all(np.isnan(xdata[1::2]))
+    assert not figure.axes[0].collections and len(figure.axes[0].patches) == 5 * 5  # stacked bars, no filled area
     plt.close(figure)
 
     empty = tmp_path / "plain.json"

@@ -651,3 +651,17 @@ def test_vllm_backend_wiring_with_a_stand_in_module(tiny_model_dir, monkeypatch)
     assert "<|im_start|>assistant" in generator.tokenizer.decode(calls["prompts"][0]["prompt_token_ids"])
     # Without a GPU, "auto" picks transformers even when vllm is importable.
     assert not generation.vllm_available()
+
+
+def test_limit_says_it_keeps_the_first_questions_unbalanced(tmp_path, caplog):
+    path = write_jsonl(tmp_path / "qa.jsonl", QA_ROWS)  # levels 1, 1, 2: the first two are both level 1
+    with caplog.at_level("WARNING", logger="codapo_trl.evaluation.evaluate"):
+        result = evaluate_model(
+            "m", [str(path)], num_samples=1, limit=2, generator=ScriptedGenerator(_qa_script([1, 1, 1])),
+            output_dir=tmp_path / "out", progress=False,
+        )  # fmt: skip
+    assert "limit=2 keeps the first 2 questions of qa in its own order, not balanced across levels: level 1: 2" in (
+        caplog.text
+    )
+    assert {q.level for q in result.benchmarks["qa"].questions} == {1}
+    assert "not balanced across levels" in (tmp_path / "out" / "results.md").read_text()

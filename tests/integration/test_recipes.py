@@ -172,7 +172,11 @@ def test_demo_end_to_end(tiny_recipe, tmp_path, capsys):
         assert (out / name).exists(), name
     assert json.loads((out / "demo_summary.json").read_text()) == json.loads(json.dumps(summary))
     assert len(summary["training_reward"]) == 2 and set(summary["before"]) == set(summary["after"]) != set()
-    assert "Held-out accuracy per level" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "Held-out accuracy per level" in printed
+    # one readable progress line per update, no dict of empty difficulty bins
+    assert "step 1/2 | phase B | reward " in printed and "step 2/2 | phase S | reward " in printed
+    assert "dynamics/" not in printed
 
 
 def test_every_comparison_arm_parses_with_the_demo_recipe(tmp_path):
