@@ -55,7 +55,7 @@ def table(rows: list[dict]) -> str:
         for grader in ("ours", "plain"):
             if row["truth"] and not row[grader]:
                 counts[f"{grader} refused"] += 1
-                if grader == "ours" and row["reason"] in (TIMED_OUT, GOLD_TIMED_OUT):
+                if grader == "ours" and row.get("reason") in (TIMED_OUT, GOLD_TIMED_OUT):
                     counts["ours refused, timed out"] += 1
             if not row["truth"] and row[grader]:
                 counts[f"{grader} paid"] += 1

@@ -153,6 +153,7 @@ def test_round_4_truth_and_table():
         {"source": "s", "truth": True, "ours": True, "plain": True},
         {"source": "s", "truth": False, "ours": False, "plain": True},  # math-verify pays a wrong one
         {"source": "s", "truth": None, "ours": True, "plain": False},  # unknown: counted for neither
+        {"source": "s", "truth": True, "ours": False, "plain": True, "reason": "grading timed out"},
     ]
     text = audit.table(rows)
-    assert "| s | 4 | 3 | 1 / 2 | 0 / 2 | 0 / 1 | 1 / 1 | 1 |" in text
+    assert "| s | 5 | 4 | 2 / 3 | 1 | 0 / 3 | 0 / 1 | 1 / 1 | 1 |" in text  # a timeout is a refusal, counted apart
