@@ -107,6 +107,8 @@ def outputs_match(got, expected, tol=FLOAT_TOLERANCE):
     decimal number within `tol` (relative or absolute) of it. Linear in the size of both texts, and the output is
     read lazily ([`_tokens`]): the first token that differs ends the comparison.
     """
+    if got == expected or got.rstrip() == expected.rstrip():  # the same tokens (an honest program's usual output)
+        return True  # compared in C: a few ms of the trainer's CPU per MB rather than tens
     got_tokens, exp_tokens = _tokens(got), _tokens(expected)
     for e in exp_tokens:
         g = next(got_tokens, None)
