@@ -41,6 +41,8 @@ TRICKLE = (
     "import os, time\ndef trickle(fd):\n    while True:\n        os.write(fd, b'ab')\n        time.sleep(0.00003)\n"
 )
 THREADS = "import threading\nfor fd in (1, 2) * 4:\n    threading.Thread(target=trickle, args=(fd,)).start()\n"
+LARGE = 200_000
+LARGE_CALL = json.dumps({"format": "call", "fn_name": "ident", "inputs": [[LARGE]], "outputs": [list(range(LARGE))]})
 HOSTILE = {
     # 2 bytes every 30 µs, no newline (the issue's program), on either stream or both
     "trickle_stdout": (TRICKLE + "trickle(1)\n", STDIO),
@@ -60,6 +62,11 @@ HOSTILE = {
     "flood_full_buffers_then_a_byte": (
         "import os\nwhile True:\n    os.write(2, b'a' * 65536)\n    os.write(2, b'a')\n",
         STDIO,
+    ),
+    # the large call below with one element wrong
+    "call_large_expected_value_one_element_wrong": (
+        "def ident(n):\n    xs = list(range(n))\n    xs[-1] = -1\n    return xs\n",
+        LARGE_CALL,
     ),
     # a judged run whose module trickles from a thread while the candidate keeps the judge waiting
     "check_trickle_while_the_judge_waits": (
@@ -185,3 +192,14 @@ def test_honest_programs_are_paid_and_cheap(case, sandboxes, counted):
     if case == "stdio_slow_progressive_output":  # read as it comes: no pipe waited for its turn
         assert max(w for _, _, w in runs) < 0.5 + 1.5, runs
         assert len(counted.reads) <= 5 * (50 + 4), len(counted.reads)
+
+
+@pytest.mark.timeout(120)
+def test_a_call_with_a_large_expected_value_is_paid_without_the_trainer_encoding_it(sandboxes):
+    """A call whose expected value is 1.4 MB of JSON: the judge decodes the text itself (the trainer's wire encoding
+    of the decoded value cost it 0.20 to 0.25 s per run). What is left in the trainer is reading the problem's tests
+    (`json` in C: about 0.06 s for this one, under load); its counterpart, one element wrong, is above."""
+    reward = make_code_execution_reward(sandbox=sandboxes())
+    runs = [_scored(reward, "def ident(n):\n    return list(range(n))\n", LARGE_CALL) for _ in range(3)]
+    assert [value for value, _, _ in runs] == [1.0] * 3, runs
+    assert statistics.median(c for _, c, _ in runs) < 0.12, runs
