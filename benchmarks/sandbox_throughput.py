@@ -16,11 +16,13 @@ and judge), of the reward process's own (the trainer's), and of both together: t
     python benchmarks/sandbox_throughput.py --runs 100 --workers 1 2 4 8
     python benchmarks/sandbox_throughput.py --disable cgroup  # cost of one isolation layer
     python benchmarks/sandbox_throughput.py --fixtures --runs 30 --repeats 5 --workers 1
+    python benchmarks/sandbox_throughput.py --output-patterns --timeout 4  # trainer CPU of trickles and floods
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import os
@@ -145,6 +147,40 @@ def main_fixtures(config: SandboxConfig, report, workers: list[int], runs: int, 
             )
 
 
+_TRICKLE = (
+    "import os, time\ndef trickle(fd):\n    while True:\n        os.write(fd, b'ab')\n        time.sleep(0.00003)\n"
+)
+# Programs that write until the wall-clock limit stops them (issue 61), and one honest program; (source, allow_fork).
+OUTPUT_PATTERNS = {
+    "honest a + b": ("a, b = map(int, input().split())\nprint(a + b)\n", False),
+    "trickle stdout": (_TRICKLE + "trickle(1)\n", False),
+    "trickle both, 8 threads": (
+        _TRICKLE
+        + "import threading\nfor fd in (1, 2) * 4:\n    threading.Thread(target=trickle, args=(fd,)).start()\n",
+        False,
+    ),
+    "1-byte writes, both": ("import os\nwhile True:\n    os.write(1, b'a')\n    os.write(2, b'a')\n", False),
+    "6 forked tricklers": (
+        _TRICKLE + "for _ in range(6):\n    if os.fork() == 0:\n        break\ntrickle(1 + os.getpid() % 2)\n",
+        True,
+    ),
+}
+
+
+def main_output_patterns(config: SandboxConfig) -> None:
+    """The trainer's own CPU for one run of each of `OUTPUT_PATTERNS` through the code reward (stdin `1 2`)."""
+    from codapo_trl.rewards.code import make_code_execution_reward
+
+    tests = json.dumps({"format": "stdio", "inputs": ["1 2\n"], "outputs": ["3\n"]})
+    logger.info(f"{'program':<26} {'reward':>6} {'trainer CPU s':>13} {'wall s':>7}")
+    for name, (source, allow_fork) in OUTPUT_PATTERNS.items():
+        with Sandbox(dataclasses.replace(config, allow_fork=allow_fork), max_workers=1) as sandbox:
+            reward = make_code_execution_reward(sandbox=sandbox, log_reasons=False)
+            start, self_start = time.perf_counter(), _self_cpu()
+            (value,) = reward([f"```python\n{source}\n```"], [tests])
+            logger.info(f"{name:<26} {value:>6} {_self_cpu() - self_start:>13.3f} {time.perf_counter() - start:>7.2f}")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=40, help="executions per (workload, workers) cell")
@@ -153,11 +189,18 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--timeout", type=float, default=5.0)
     parser.add_argument("--fixtures", action="store_true", help="measure the code reward on the repo's fixtures")
     parser.add_argument("--repeats", type=int, default=5, help="batches per cell with --fixtures (min/median/max)")
+    parser.add_argument(
+        "--output-patterns", action="store_true", help="the trainer's CPU per run of programs that flood or trickle"
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
 
     config = SandboxConfig(timeout=args.timeout, disable=frozenset(args.disable))
     report = detect_isolation(config)
+    if args.output_patterns:
+        logger.info("cpus: %s, load average: %s", os.cpu_count(), " ".join(f"{x:.2f}" for x in os.getloadavg()))
+        main_output_patterns(config)
+        return
     if args.fixtures:
         logger.info("cpus: %s, load average: %s", os.cpu_count(), " ".join(f"{x:.2f}" for x in os.getloadavg()))
         main_fixtures(config, report, args.workers, args.runs, args.repeats)
