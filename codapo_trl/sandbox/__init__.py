@@ -21,7 +21,7 @@ Where things are (one job per module):
 - `detection.py`: which layers work here ([`detect_isolation`]) and the start-up log of every layer.
 - `api.py`: [`Sandbox`] (detected layers + floor) and the process-wide [`get_sandbox`] / [`run_python`].
 - `executor.py`: runs one program (configuration, status pipe, the judge and its channel to the program, limits,
-  clean-up, classification).
+  clean-up, classification); `pacing.py`: how often the program's output pipes may wake the executor's thread.
 - `bootstrap.py`, `runner.py`: the trusted code of the child processes, run by path (never imported; standard
   library only): namespaces, mounts, capabilities, rlimits, uid, Landlock, seccomp; then the program.
 - `judge.py` (the judge process and the comparison rules) and `wire.py` (the plain-data format between the runner

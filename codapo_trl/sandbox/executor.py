@@ -44,6 +44,7 @@ from codapo_trl.sandbox.mounts import (
     module_dirs_to_hide,
     native_module_masks,
 )
+from codapo_trl.sandbox.pacing import PacedSelector
 from codapo_trl.sandbox.seccomp import _build_seccomp_filter
 
 
@@ -61,6 +62,13 @@ _JUDGE_ARGS = ("-E", "-s", "-S", "-m", "judge")
 assert os.path.dirname(_judge_module.__file__) == _HERE  # the judge is imported here once, which caches its bytecode
 # The judge's address-space limit is the program's plus this (its interpreter, and the answers it decodes).
 _JUDGE_EXTRA_MB = 256
+# Pacing of the program's output pipes (pacing.py): after _PACE_BURST reads shorter than _READ_BYTES, one such read
+# per _PACE_INTERVAL seconds; a pipe that had to wait is grown to _PACED_PIPE_BYTES (what the program can write
+# meanwhile without blocking: 25 MB/s at least).
+_READ_BYTES = 65536
+_PACE_INTERVAL = 0.02
+_PACE_BURST = 32
+_PACED_PIPE_BYTES = 512 * 1024
 
 
 class Executor:
@@ -352,10 +360,12 @@ class Executor:
         judge_done: float | None = None  # when the judge gave its verdict
         stop_deadline: float | None = None  # after asking the bootstrap to stop
         drain_deadline: float | None = None  # after the bootstrap exited
-        sel = selectors.DefaultSelector()
+        # The program's output and the judge's stderr are paced (see pacing.py): however the program writes, they
+        # wake this thread a bounded number of times; the status pipe and the verdict are read as they come.
+        sel = PacedSelector(_PACE_INTERVAL, _PACE_BURST, _READ_BYTES, _PACED_PIPE_BYTES)
         assert proc.stdout is not None and proc.stderr is not None
-        sel.register(proc.stdout.fileno(), selectors.EVENT_READ, "out")
-        sel.register(proc.stderr.fileno(), selectors.EVENT_READ, "err")
+        sel.register(proc.stdout.fileno(), selectors.EVENT_READ, "out", paced=True)
+        sel.register(proc.stderr.fileno(), selectors.EVENT_READ, "err", paced=True)
         sel.register(status_r, selectors.EVENT_READ, "status")
         writers: dict[int, list] = {}  # fd -> [data, position, stream]
         assert proc.stdin is not None
@@ -366,7 +376,7 @@ class Executor:
         if judge is not None:
             assert judge.stdin is not None and judge.stdout is not None and judge.stderr is not None
             sel.register(judge.stdout.fileno(), selectors.EVENT_READ, "verdict")
-            sel.register(judge.stderr.fileno(), selectors.EVENT_READ, "judge_err")
+            sel.register(judge.stderr.fileno(), selectors.EVENT_READ, "judge_err", paced=True)
             writers[judge.stdin.fileno()] = [judge_spec, 0, judge.stdin]
         for fd in writers:
             os.set_blocking(fd, False)
@@ -379,7 +389,7 @@ class Executor:
                 stop_deadline = now + 2.0
 
         try:
-            while sel.get_map():
+            while sel.watching():
                 now = time.monotonic()
                 exited = b'"event": "exit"' in status_buf  # the program is gone; the bootstrap is cleaning up
                 if judge is not None and judge_done is None and now >= judge_deadline:
@@ -418,7 +428,7 @@ class Executor:
                             stream.close()
                         continue
                     try:
-                        data = os.read(key.fd, 65536)
+                        data = os.read(key.fd, _READ_BYTES)
                     except BlockingIOError:
                         continue
                     if not data:
@@ -427,11 +437,17 @@ class Executor:
                             # The bootstrap is gone; it cleaned up after the program if it reported the exit.
                             clean_exit = b'"event": "exit"' in status_buf
                             drain_deadline = time.monotonic() + 0.5
+                            sel.release()  # read what is left of the output now
                         elif key.data == "verdict":
                             judge_done = time.monotonic()
+                            sel.release()
                         continue
+                    # Past the output cap nothing is counted any more: every read is charged, whatever its size.
+                    sel.charge(key.fd, len(data), time.monotonic(), free_if_full=limit_hit is None)
                     if key.data == "status":
                         status_buf += data
+                        if b'"event": "exit"' in status_buf:  # the program is gone: read the rest of its output now
+                            sel.release()
                     elif key.data == "verdict":
                         verdict_buf += data[: max(0, 4096 - len(verdict_buf))]
                     elif key.data == "judge_err":

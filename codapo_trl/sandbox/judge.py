@@ -98,6 +98,28 @@ def _tokens(text, size=1 << 16):
         yield "".join(parts)
 
 
+def _stripped_length(text, size=1 << 16):
+    """`len(text.rstrip())`, without copying `text` (read from its end in pieces of `size` characters)."""
+    end = len(text)
+    while end > 0:
+        piece = text[max(0, end - size) : end]
+        kept = len(piece.rstrip())
+        if kept:
+            return end - len(piece) + kept
+        end -= len(piece)
+    return 0
+
+
+def _same_text(got, expected, size=1 << 16):
+    """Whether `got` and `expected` are the same text but for trailing whitespace (then they have the same tokens),
+    compared in pieces of `size` characters: a few ms of the trainer's CPU per MB instead of tens token by token,
+    and no copy of either text."""
+    n = _stripped_length(got)
+    if n != _stripped_length(expected):
+        return False
+    return all(got[i : min(i + size, n)] == expected[i : min(i + size, n)] for i in range(0, n, size))
+
+
 def outputs_match(got, expected, tol=FLOAT_TOLERANCE):
     """Whether a program's standard output matches the expected one, token by token.
 
@@ -107,6 +129,8 @@ def outputs_match(got, expected, tol=FLOAT_TOLERANCE):
     decimal number within `tol` (relative or absolute) of it. Linear in the size of both texts, and the output is
     read lazily ([`_tokens`]): the first token that differs ends the comparison.
     """
+    if _same_text(got, expected):  # the same tokens: an honest program's usual output, compared in C
+        return True
     got_tokens, exp_tokens = _tokens(got), _tokens(expected)
     for e in exp_tokens:
         g = next(got_tokens, None)
@@ -473,6 +497,11 @@ def main():
         start = time.monotonic()
         channel = Channel(spec["req_fd"], spec["resp_fd"], start + spec["budget"], spec["max_bytes"])
         ns = _test_namespace(spec) if spec["mode"] == "check" else None
+        for key in ("args", "expected"):  # large JSON texts come as they are (see `Harness.judge_spec`)
+            if key + "_json" in spec:
+                import json
+
+                spec[key] = json.loads(spec.pop(key + "_json"))
     except ChannelBroken as exc:  # a test without `check`
         _write(verdict_fd, _failure(exc), end=True)
     except BaseException as exc:

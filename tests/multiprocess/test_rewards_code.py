@@ -204,6 +204,13 @@ def test_stdio_comparison_is_linear_and_lazy():
         assert not outputs_match("7" * 4_000_000, "0.5")  # one 4 MB token
         assert outputs_match("1 " * 2_000_000, "1\n" * 2_000_000)  # honest: 4 MB of right tokens
         assert time.process_time() - start < 2.0
+    # the usual honest case, the expected text itself (perhaps without its last line end), is compared in C
+    text = "".join(f"{i:07d}\n" for i in range(500_000))
+    start = time.process_time()
+    assert outputs_match(text, text) and outputs_match(text, text.rstrip()) and outputs_match(text + "  \n", text)
+    assert time.process_time() - start < 0.05
+    assert not outputs_match(text.replace("0499999", "499999"), text)  # then token by token, as above
+    assert not outputs_match(text, text + "0") and not outputs_match(text.rstrip(), text + "x")
 
 
 def test_values_match():
