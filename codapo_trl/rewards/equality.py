@@ -447,12 +447,32 @@ def written_out_sum(terms: list[Any], gold: Any) -> bool:
         return False
     indices = [int(low) + n for n in range(len(before))] + [int(high) - len(after) + 1 + n for n in range(len(after))]
     for term, at in zip(before + after, indices):
-        if term is None or not isinstance(term, sympy.Basic) or term.free_symbols:
+        if not isinstance(term, sympy.Expr) or term.free_symbols:
             return False
         expected = evaluate(gold.function.xreplace({index: sympy.Integer(at)}))
         if not _zero(evaluate(term) - expected, sympy.Integer(1)):
             return False
-    return True
+    return (
+        len(before) > 2
+        or any(numeral(t) is None for t in before)
+        or not _also_arithmetic(before, after[-1], gold.function, index)
+    )
+
+
+def _also_arithmetic(before: list[Any], last: Any, function: Any, index: Any) -> bool:
+    """Whether two first terms written as numerals and a last one also read as an arithmetic progression that reaches
+    the last term (`1+2+\\cdots+8` is 1 to 8, not the powers of 2 a gold `\\sum_{k=1}^{4} 2^{k-1}` sums): then two terms
+    do not show the gold's pattern, unless the gold's terms are themselves arithmetic (terms written with their
+    operations, `1^2+2^2+\\cdots`, show it)."""
+    if function.is_polynomial(index) and sympy.Poly(function, index).degree() <= 1:
+        return False
+    first, second = (evaluate(t) for t in before)
+    step = _numeric(evaluate(second - first))
+    span = _numeric(evaluate(last - first))
+    if step is None or span is None or abs(step) < 1e-30:
+        return False
+    count = span / step
+    return abs(count.imag) < 1e-9 and count.real > 1 - 1e-9 and abs(count.real - round(count.real)) < 1e-9
 
 
 def _within(answer: Any, gold: Any, ulp: Fraction | None) -> bool:

@@ -15,6 +15,7 @@ import re
 
 from codapo_trl.answers import contains_box, last_boxed, text_around_last_box
 from codapo_trl.rewards.form_reading import changes_value as _changes_value
+from codapo_trl.rewards.form_reading import qualifies as _qualifies
 
 
 __all__ = ["box_in_expression", "extract_final_answer", "extract_gold"]
@@ -108,14 +109,14 @@ _AFTER_PHRASE_RE = re.compile(r"^[ \t\r\n*:：}]*(?:\.(?=\s))?[ \t\r\n*:：}]*")
 _CJK_ANCHOR_RE = re.compile(r"[\u3040-\u30ff\u4e00-\u9fff\uac00-\ud7af]")
 
 
-def _after_last_phrase(text: str) -> str | None:
+def _after_last_phrase(text: str, question: str = "") -> str | None:
     match = None
     for match in _PHRASE_RE.finditer(text):  # noqa: B007 - we want the last one
         pass
     if match is None:
         return None
     rest = _AFTER_PHRASE_RE.sub("", text[match.end() :], count=1)  # "Final Answer:\n\n$$7$$", "\\textbf{Answer:} 7"
-    fragment = _answer_fragment(rest)
+    fragment = _answer_fragment(rest, question)
     if fragment is None:
         return None
     after = rest[_fragment_length(rest) :]
@@ -150,36 +151,101 @@ def _stated_value(fragment: str) -> str | None:
     return None
 
 
-# A line of words after the phrase that introduces what follows ("The probability is:", "который можно записать
-# как:"): the answer is the display on the next line. A negation in the line ("is not:") states no value; a line
-# that starts with a value ("5, as shown:") is that value, read as a fragment.
-_INTRODUCING_LINE_RE = re.compile(r"(?=[^\W\d_])([^\n]{0,400}?)[:：][ \t*]*\r?\n\s*(?=\$\$|\\\[)")
-_NEGATION_RE = re.compile(r"\b(?:not|never|no|nicht|kein|pas|jamais|nunca|nem|non)\b|\bне\b|\bнет\b", re.IGNORECASE)
-# "There are 1940 ways to ...": the number the sentence counts, where the word after it is no value word.
-_COUNTED_RE = re.compile(
-    r"(?:so,?\s+|thus,?\s+|hence,?\s+)?there\s+(?:is|are|exist|exists)\s+(?:exactly\s+)?"
-    r"(\$?[-+]?\d[\d,]*(?:\.\d+)?\$?|\\\(\s*[-+]?\d[\d,]*(?:\.\d+)?\s*\\\))\s+([^\W\d_]+)",
+# A line of words after the phrase that introduces what follows and ends in a stating word and a colon ("The
+# probability is:", "который можно записать как:"): the answer is the display on the next line, read like a box, and
+# it must end the text (a fenced code block after it aside). A word in the line that qualifies, transforms or negates
+# what follows ("probably", "at least", "minus", "not", "不是") makes it no such line.
+_INTRODUCING_LINE_RE = re.compile(
+    r"(?=[^\W\d_])([^\n]{0,400}?(?:\b(?:is|are|equals?|as|es|est|ist|sind|sont|son|è|é|beträgt|как|равн[аоы]?|равен|это)"
+    r"|是|为|為|は))[ \t]*"
+    r"[:：][ \t*]*\r?\n\s*(?=\$\$|\\\[)",
     re.IGNORECASE,
+)
+_WORD_RE = re.compile(r"[^\W\d_]+(?:'t)?")
+_ARITHMETIC_RE = re.compile(r"\d\s*[-+*/^×÷=]\s*\d")
+_MATH_SPAN_RE = re.compile(r"\$[^$\n]*\$|\\\(.*?\\\)")
+_VALUE_AFTER_RE = re.compile(r"[\d$]|\\[\[(]")
+_CODE_FENCE_RE = re.compile(r"```")
+# "There are 1940 ways to ...": the number the sentence counts, where the word after it is a noun, not a word that
+# changes the value ("1940 thousand", "1940 times as many") and no second value follows ("1940 or 1941 ways").
+_COUNTED_RE = re.compile(
+    r"(?:(?:so|thus|hence|therefore),?\s+)?(?:there\s+(?:is|are|exist|exists)|il\s+y\s+a|hay|es\s+gibt|существу\w+)"
+    r"\s+(?:exactly\s+)?(\$?[-+]?\d[\d,]*(?:\.\d+)?\$?|\\\(\s*[-+]?\d[\d,]*(?:\.\d+)?\s*\\\))\s+([^\W\d_]+)",
+    re.IGNORECASE,
+)
+_NOT_COUNT_NOUNS = frozenset({"times", "percent", "fold", "more", "fewer", "less", "as", "per"})
+_TOKEN_RE = re.compile(r"[^\W_]+|[^\w\s]")
+_PLAIN_GROUPING_RE = re.compile(r"\d{1,3}(?:,\d{3})+")
+_LINKING_WORDS = frozenset(
+    ["to", "that", "which", "who", "whose", "where", "in", "of", "for", "with", "such", "the", "a", "an"]
 )
 
 
-def _answer_fragment(rest: str) -> str | None:
+def _introduced_display(rest: str) -> str | None:
+    """The display after a line that introduces it (`_INTRODUCING_LINE_RE`), when no second value follows it (a
+    number or a math span; a fenced code block, as a JSON answer, is not read); else `None`."""
+    introduced = _INTRODUCING_LINE_RE.match(rest)
+    if introduced is None or _qualifies(_WORD_RE.findall(introduced.group(1))):
+        return None
+    if _ARITHMETIC_RE.search(_MATH_SPAN_RE.sub(" ", introduced.group(1))):
+        return None  # "The probability is 1/4 + 1/4, that is:": the line states a value of its own
+    display = rest[introduced.end() :]
+    span = _leading_math_span(display)
+    if span is None:
+        return None
+    after = display[_fragment_length(display) :]
+    fences = [m.start() for m in _CODE_FENCE_RE.finditer(after)]
+    if len(fences) % 2 == 0 and fences:
+        after = after[: fences[0]] + after[fences[-1] + 3 :]
+    if _VALUE_AFTER_RE.search(after) or not span.strip(" *,."):
+        return None  # a second display, or a number after it ("Wait, actually 1/2"); words are not read
+    return span.strip(" *").rstrip(",.").strip() or None
+
+
+def _counted(fragment: str, question: str) -> str | None:
+    """The number a counting sentence states (`_COUNTED_RE`), or `None`. What follows the counted noun describes
+    what is counted, so it must be the question's own description: a linking word, then only words and numbers of
+    the question ("ways to form a subcommittee of 5 members that has at least one member from each party"); anything
+    else ("minus the 6 symmetric ones", "of which 6 are valid", "roughly") makes it no counting sentence."""
+    counted = _COUNTED_RE.match(fragment)
+    if counted is None:
+        return None
+    noun = counted.group(2)
+    if noun.lower() in _NOT_COUNT_NOUNS or _changes_value([noun]) or _qualifies([noun]):
+        return None
+    asked = {_stem(t) for t in _TOKEN_RE.findall(question[-20_000:].lower())}
+    if _stem(noun.lower()) not in asked:
+        return None  # the question counts ways and the sentence pairs of them
+    tokens = _TOKEN_RE.findall(fragment[counted.end() :].lower().rstrip(" .!"))
+    if tokens and (
+        tokens[0] not in _LINKING_WORDS or any(_stem(t) not in asked for t in tokens if t not in _LINKING_WORDS)
+    ):
+        return None
+    number = _strip_math_delimiters(counted.group(1).strip()).strip("\\() ")
+    return number.replace(",", "") if _PLAIN_GROUPING_RE.fullmatch(number) else number or None
+
+
+def _stem(word: str) -> str:
+    """A word's first five letters, so that "arrange" is the question's "arranged" and "subcommittees" its
+    "subcommittee"."""
+    return word[:5]
+
+
+def _answer_fragment(rest: str, question: str = "") -> str | None:
     """The answer that `rest` starts with: a leading math span; else the display after a line that introduces it
-    (ending in a colon); else the text up to the end of its sentence or line."""
+    (ending in a stating word and a colon); else the text up to the end of its sentence or line."""
     span = _leading_math_span(rest)
     if span is not None:
         return span.strip(" *") or None
-    introduced = _INTRODUCING_LINE_RE.match(rest)
-    if introduced is not None and _NEGATION_RE.search(introduced.group(1)) is None:
-        span = _leading_math_span(rest[introduced.end() :])
-        if span is not None:
-            return span.strip(" *") or None
+    introduced = _introduced_display(rest)
+    if introduced is not None:
+        return introduced
     end = _FRAGMENT_END_RE.search(rest)
     fragment = rest[: end.start()] if end else rest
     fragment = _strip_math_delimiters(fragment.strip(" \t*"))
-    counted = _COUNTED_RE.match(fragment)
-    if counted is not None and not _changes_value([counted.group(2)]):
-        return _strip_math_delimiters(counted.group(1).strip()).strip("\\() ") or None  # "There are 1940 ways ..."
+    counted = _counted(fragment, question)
+    if counted is not None:
+        return counted  # "There are 1940 ways to form ..."
     stated = _stated_value(fragment)
     if stated is not None:
         fragment = _strip_math_delimiters(stated.strip(" \t*"))  # "The maximum volume is **120**."
@@ -188,7 +254,7 @@ def _answer_fragment(rest: str) -> str | None:
     return fragment.rstrip(" .*").lstrip(" *") or None  # `.5` keeps its point
 
 
-def extract_final_answer(text: str | None) -> str | None:
+def extract_final_answer(text: str | None, question: str = "") -> str | None:
     """The anchored final answer of a model output, or `None` if it states none.
 
     The content of the last `\\boxed{...}` / `\\fbox{...}` (braces matched, escaped braces skipped) wins; otherwise
@@ -198,6 +264,8 @@ def extract_final_answer(text: str | None) -> str | None:
 
     Args:
         text (`str` or `None`): The model output.
+        question (`str`, *optional*): The question it answers; what a counting sentence may say after its number
+            is the question's own description ("There are 1940 ways to form a subcommittee ...").
 
     Returns:
         `str` or `None`: The answer text, stripped, or `None`.
@@ -218,7 +286,7 @@ def extract_final_answer(text: str | None) -> str | None:
     text = text[-_MAX_SCAN_CHARS:]
     if contains_box(text):
         return last_boxed(text)
-    return _after_last_phrase(text)
+    return _after_last_phrase(text, question)
 
 
 def extract_gold(gold: str) -> str | None:

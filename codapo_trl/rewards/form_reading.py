@@ -33,6 +33,7 @@ __all__ = [
     "Mixed",
     "changes_value",
     "integer_quotient",
+    "qualifies",
     "join_digit_groups",
     "juxtaposed_numbers",
     "prepare",
@@ -223,6 +224,7 @@ _NUMBER_WORDS = (
     " million millions billion billions trillion trillions dozen dozens score half halves third thirds quarter"
     " quarters fourth fourths fifth fifths sixth sixths eighth eighths tenth tenths hundredth hundredths thousandth"
     " thousandths double twice triple thrice tens ones"
+    " tausend million millionen milliarde mille milliard mil millón millones тысяча тысячи тысяч миллион миллиона"
 )
 _OPERATION_WORDS = (
     "plus minus over divided multiplied squared cubed square power powers factorial mod modulo"
@@ -230,12 +232,12 @@ _OPERATION_WORDS = (
 )
 _QUALIFIER_WORDS = (
     "or not no approximately approx approximate about around roughly nearly almost circa least most than between"
-    " maybe perhaps possibly probably ish up to from except wrong incorrect false invalid never neither nor"
+    " maybe perhaps possibly probably might could ish up to from except wrong incorrect false invalid never neither nor"
     # the same qualifiers in the languages whose answer phrases are anchors (German, French, Spanish, Portuguese,
     # Italian): "not", "or", "at least", "at most", "about", "nearly"
     " nicht kein keine oder mindestens wenigstens etwa ungefähr ca fast weniger mehr"
     " pas ou moins environ presque"
-    " o ni menos aproximadamente casi alrededor unos"
+    " o ni menos aproximadamente casi alrededor unos unas"
     " ou cerca quase"
     " oppure almeno circa quasi"
     " не около примерно приблизительно или либо менее более больше меньше минимум максимум почти свыше"
@@ -266,6 +268,21 @@ VALUE_WORDS = frozenset(" ".join((_NUMBER_WORDS, _OPERATION_WORDS, _QUALIFIER_WO
 _UNIT_EXCEPTIONS = frozenset({"square", "per"})
 _YES_NO = frozenset({"yes", "no"})  # a word answer (`\\boxed{No}`), though "no" qualifies a number elsewhere
 _NO_SOLUTION_RE = re.compile(r"(?i)no\s+(?:real\s+)?solutions?|none")  # `19 square units`, `5 miles per hour`
+
+
+_QUALIFYING = frozenset(
+    f"{_OPERATION_WORDS} {_QUALIFIER_WORDS} times twice thrice double triple half guess bound complement estimate"
+    " estimated".split()
+)
+
+
+def qualifies(words: list[str]) -> bool:
+    """Whether any of `words` qualifies or transforms a value it introduces (the qualifiers and operations of
+    `VALUE_WORDS`, not its number words: "the probability that one ball ..." names a quantity), or negates it."""
+    lowered = [w.lower() for w in words]
+    if any(q in w for w in lowered if not w.isascii() for q in _JOINED_QUALIFIERS):
+        return True
+    return any(w in _QUALIFYING or w.endswith("n't") for w in lowered)
 
 
 def changes_value(words: list[str]) -> bool:

@@ -496,7 +496,7 @@ def grade_answers(
     texts = [p if isinstance(p, str) else None for p in predictions]
     kinds = [_normalise_type(answer_type) for answer_type in answer_types]
     asked = [q if isinstance(q, str) else "" for q in questions]
-    results = _grade_extracted([extract_final_answer(text) for text in texts], golds, kinds, asked)
+    results = _grade_extracted([extract_final_answer(t, q) for t, q in zip(texts, asked)], golds, kinds, asked)
     if read_after_box:
         for index, text in enumerate(texts):
             if results[index].correct is True and box_in_expression(text):

@@ -16,6 +16,9 @@ grader's worker processes; `equality` compares the values).
    determinant left in the answer is no closed form.
 4. **Every gold is read** (`read_gold`): alternatives joined by `OR` or "or", `\\pm`, a label on the left, a unit
    after a number, `\\approx` a decimal.
+
+Length: about 640 lines: reading the gold, reading the answer (derivations, chains, labels, sums written out) and the
+verdict are one judgement, and each reading needs the others' conventions.
 """
 
 from __future__ import annotations
@@ -227,10 +230,12 @@ def read_gold(gold: str) -> tuple[Value, ...] | None:
             if number is not None:
                 values.append(Value(SCALAR, number, (number,)))
         if value.kind == COLLECTION and len(value.items) > 1 and _OR_RE.search(part):
+            labels = {item.lhs for item in value.items if isinstance(item, sympy.Eq) and _is_label(item.lhs)}
+            one_letter = len(labels) == 1 and all(isinstance(item, sympy.Eq) for item in value.items)
             for item in value.items:  # `2 \\text{ or } 3`: either one; `x = 2 \\text{ or } x = 3`: also `2`
                 values.append(_typed(item, str(item)))
-                if isinstance(item, sympy.Eq) and _is_label(item.lhs):
-                    values.append(_typed(item.rhs, str(item.rhs)))
+                if one_letter:
+                    values.append(_typed(item.rhs, str(item.rhs)))  # not for `x = 2 \\text{ or } y = 3`
             values.append(value)  # ...or both, where the question asks for every value
             continue
         if value.kind == COLLECTION and len(value.items) > 1:
@@ -437,7 +442,9 @@ def _read_written_out_sum(answer: str, golds: tuple[Value, ...]) -> Reading | No
         if rounding:
             decimal = _member(rounding[0])
             if not (
-                decimal is not None and _has_float(decimal) and _within(decimal, gold.node, _written_ulp(rounding[0]))
+                numeral(decimal) is not None
+                and (_has_float(decimal) or decimal.is_Integer)
+                and _within(decimal, gold.node, _written_ulp(rounding[0]))
             ):
                 return None
         return Reading(gold, tuple(_typed(node, str(node)) for node in named), written, raw=written)
@@ -450,8 +457,8 @@ def _names_quantity(node: Any) -> bool:
     `\\lim_{n\\to\\infty} P_n`): the value read is what follows it."""
     from sympy.core.function import AppliedUndef
 
-    if node is None or not isinstance(node, sympy.Basic):
-        return False
+    if node is None or not isinstance(node, sympy.Basic) or _approximates(node):
+        return False  # `\\pi_1 \\approx \\pi_0 = ...` states a bound, it names nothing
     return _is_label(node) or node.has(*_NOT_CARRIED_OUT) or bool(node.atoms(AppliedUndef))
 
 
@@ -471,9 +478,18 @@ def _uncheckable(member: Any, value: Any) -> bool:
     nothing can tell whether it equals the value; such a member cannot change the value read."""
     from sympy.core.function import AppliedUndef
 
-    if not isinstance(member, sympy.Basic) or not isinstance(value, sympy.Basic):
+    if not isinstance(member, sympy.Expr) or not isinstance(value, sympy.Basic):
+        return False  # a relation (`\\pi_1 \\le \\pi_0`) or an approximation is checked, and refused
+    if _approximates(member):
         return False
-    return bool(member.atoms(AppliedUndef)) or not member.free_symbols <= value.free_symbols
+    constants = {sympy.Symbol("i"): sympy.I, sympy.Symbol("e"): sympy.E}  # `e^{i\\pi}+2` is a number
+    evaluated = evaluate(member.xreplace(constants))
+    if not isinstance(evaluated, sympy.Basic):
+        return False
+    extra = evaluated.free_symbols - value.free_symbols
+    # A name of a quantity (`C(N, 1)`, `\\pi_0`) cannot be checked; a plain letter is a variable whose value the
+    # member would have to state (`\\sqrt{k^2} - k + 4`, `2y`), so it is checked, and refused.
+    return bool(evaluated.atoms(AppliedUndef)) or (bool(extra) and all("_" in s.name for s in extra))
 
 
 def _clauses_hold(clauses: tuple, value: Value) -> bool:
@@ -587,10 +603,11 @@ def _squeezed_pieces(question: str) -> frozenset[str]:
 
 
 _ASKS_REDUCTION_RE = re.compile(
-    r"lowest terms|simplest|simplif|reduce|reduction|irreducible|несократим|сократ|упрост|最简|约分|既約|約分"
-    r"|irreductible|simplifi|irreducible|irreduzível|vereinfach|gekürzt|kürze",
+    r"lowest[\s-]+terms|simplest|simplif|reduce|reduction|irreducible|irréductible|irreductible|common\s+fraction"
+    r"|relatively\s+prime|co-?prime|common\s+(?:factor|divisor)|\bgcd\b|\\gcd|cancel|smallest\s+(?:possible\s+)?denominator"
+    r"|несократим|сократ|упрост|взаимно\s+прост|最简|约分|互质|互素|既約|約分|irreduzível|vereinfach|gekürzt|kürze|teilerfremd",
     re.IGNORECASE,
-)
+)  # "common fraction" is MATH's way of asking for a fraction in lowest terms
 
 
 def _unreduced_fraction(value: Value, gold_number: sympy.Rational | None, context: _Context) -> bool:

@@ -286,7 +286,11 @@ REAL_OUTPUT_FORMS = [
     ),
     ("$\\boxed{2029=\\sqrt2+\\sqrt{\\frac32}+\\cdots+\\sqrt{\\frac{2026}{2025}}}$", _SUM_GOLD, _SUM_Q, 0.0),
     ("$\\boxed{1+2+\\ldots+9}$", "12", "Add 1, 2 and 9.", 0.0),  # the dots are not dropped
-    ("$\\boxed{1+4+\\cdots+10000}$", "\\sum_{k=1}^{100} k^2", "Write the sum of the first 100 squares.", 1.0),
+    ("$\\boxed{1+4+9+\\cdots+10000}$", "\\sum_{k=1}^{100} k^2", "Write the sum of the first 100 squares.", 1.0),
+    # two first terms that also start an arithmetic progression reaching the last one show no pattern (1, 4, 7, ...)
+    ("$\\boxed{1+4+\\cdots+10000}$", "\\sum_{k=1}^{100} k^2", "Write the sum of the first 100 squares.", 0.0),
+    ("$\\boxed{1+2+\\cdots+8}$", "\\sum_{k=1}^{4} 2^{k-1}", "Write the sum of the powers of 2 up to 8.", 0.0),
+    ("$\\boxed{1+2+\\cdots+8}$", "\\sum_{k=1}^{8} k", "Write the sum of 1 to 8.", 1.0),
     ("$\\boxed{1+4+\\cdots+9801}$", "\\sum_{k=1}^{100} k^2", "Write the sum of the first 100 squares.", 0.0),
     # a line that introduces the display after it
     (
