@@ -101,13 +101,12 @@ def test_resume_inside_the_first_epoch_continues_as_if_never_stopped(tiny_model_
     resume_matches_straight(tiny_model_dir, tmp_path, timing, stop)
 
 
-# Stops after the first epoch boundary. TRL's RepeatSampler (CoDaPO's and GRPO's) draws each epoch's order from one
-# torch generator seeded once, and neither it nor its generator state is restored on resume (it has no set_epoch,
-# and transformers 5's loop no longer iterates the skipped epochs' samplers): a resumed process draws epoch 1's order
-# again for the epoch it resumes in, so the B batches after the stop are not the uninterrupted run's (issue 63's
-# report; the fix belongs in the trainer's sampler). Until then round 3 restarts an unfinished run from scratch.
+# Stops after the first epoch boundary. TRL's RepeatSampler draws each epoch's order from one torch generator seeded
+# once and has no set_epoch, so a resumed process (a fresh sampler) would draw epoch 1's order again for the epoch it
+# resumes in (issue 63's report); the trainers' EpochRepeatSampler (`_trl_compat`) is set to the resumed epoch by the
+# Trainer loop and draws that epoch's order. before_update stops mid-epoch 2 (S pending), after_update inside B of
+# epoch 2's second pair.
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="multi-epoch resume replays epoch 1's order (TRL's RepeatSampler state)")
 @pytest.mark.parametrize(("timing", "stop"), [("before_update", 7), ("after_update", 11)])
 def test_resume_after_an_epoch_boundary_continues_as_if_never_stopped(tiny_model_dir, tmp_path, timing, stop):
     resume_matches_straight(tiny_model_dir, tmp_path, timing, stop)
@@ -128,7 +127,6 @@ def grpo_batches(tiny_model_dir, out, callbacks=(), resume=None):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="multi-epoch resume replays epoch 1's order (TRL's RepeatSampler state)")
 def test_grpo_resume_after_an_epoch_boundary_continues_as_if_never_stopped(tiny_model_dir, tmp_path):
     straight = grpo_batches(tiny_model_dir, tmp_path / "straight")
     assert Counter(q for batch in straight[:2] for q in batch) == Counter(str(q) for q in range(POOL))
