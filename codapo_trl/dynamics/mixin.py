@@ -14,7 +14,7 @@ Mixed in before `GRPOTrainer`, it adds, with no extra forward pass:
 mixin's own hooks (listed in the class docstring) and overrides none of the TRL hooks the mixin overrides, so every
 `super()` call below lands in TRL.
 
-Length: about 615 lines, one class: its TRL hooks share per-batch state (the capture, the streaks, the recorder's
+Length: about 635 lines, one class: its TRL hooks share per-batch state (the capture, the streaks, the recorder's
 trust decision), and splitting them would spread one batch's bookkeeping over several modules.
 """
 
@@ -154,10 +154,10 @@ class DynamicsMixin:
       to the loop [`_phases_per_batch`] times.
 
     Hooks a subclass overrides instead (the defaults are plain GRPO's): [`_training_batch`] (the batch trained on),
-    [`_loss_inputs`], [`_update_metrics`] (metrics logged once per update), [`_phases_per_batch`], [`_save_method_state`] /
-    [`_load_method_state`], [`_dynamics_options_default`], [`_correctness_drives_training`]. The data of a batch
-    travels explicitly: [`_scored_batch`] returns TRL's output with its [`GroupStats`], and the per-rollout columns
-    the loss needs are in the output under the keys of `dynamics.groups` (`*_KEY`).
+    [`_loss_inputs`], [`_update_metrics`] (metrics logged once per update), [`_phases_per_batch`],
+    [`_save_method_state`] / [`_load_method_state`], [`_dynamics_options_default`], [`_correctness_drives_training`].
+    The data of a batch travels explicitly: [`_scored_batch`] returns TRL's output with its [`GroupStats`], and the
+    per-rollout columns the loss needs are in the output under the keys of `dynamics.groups` (`*_KEY`).
     """
 
     def __init__(
