@@ -12,7 +12,9 @@ private hooks and reads private attributes. Those can change in any TRL release.
   hook exists with those parameters (an `ImportError` naming the supported range otherwise), and, for each trainer,
   that the attributes exist ([`check_trainer_attributes`]);
 - is the only way the core touches them: private helpers and module globals of TRL are re-exported from here, and
-  private attributes are read and written through the small accessors below. `grep _trl_compat` finds every use.
+  private attributes are read and written through the small accessors below. `grep _trl_compat` finds every use;
+- holds [`EpochRepeatSampler`], TRL's `RepeatSampler` made resumable across epochs (it relies on how TRL's sampler
+  draws an epoch's order).
 
 Hooks are overridden by defining a method of the same name in the core (that is how a subclass hooks in); each such
 method names its hook in [`GRPO_HOOKS`].
@@ -48,6 +50,7 @@ __all__ = [
     "VLLM_ATTRIBUTES",
     "VLLM_HOOKS",
     "CapturedLogs",
+    "EpochRepeatSampler",
     "RepeatSampler",
     "VLLMGeneration",
     "buffered_inputs",
@@ -79,7 +82,7 @@ GRPO_HOOKS: dict[str, tuple[str, ...]] = {
     "_generate_single_turn": ("prompt_ids", "images", "multimodal_fields", "num_generations", "has_tool_images"),
     "_get_per_token_logps_and_entropies": ("model", "input_ids", "attention_mask", "logits_to_keep", "batch_size"),
     "_compute_loss": ("model", "inputs"),  # the loss's forward (per-bin metrics)
-    "_get_train_sampler": ("dataset",),  # trainer.py: every B batch delivered twice
+    "_get_train_sampler": ("dataset",),  # an EpochRepeatSampler (CoDaPO: every B batch delivered twice)
     "_save_checkpoint": ("model", "trial"),  # transformers.Trainer: our per-rank state files
     "_load_optimizer_and_scheduler": ("checkpoint",),  # transformers.Trainer: restore them
     "_get_output_dir": ("trial",),  # transformers.Trainer: where a checkpoint is written (called)
@@ -241,6 +244,60 @@ def extend_logs(trainer: GRPOTrainer, logs: dict[str, Any]) -> None:
                 target[key][column].extend(entries)
         else:
             target[key].extend(value)
+
+
+# ---------------------------------------------------------------------------------------- the training sampler
+class EpochRepeatSampler(RepeatSampler):
+    """TRL's `RepeatSampler` with `set_epoch`, so that a run resumed in a later epoch draws that epoch's order.
+
+    TRL's sampler draws each epoch's order from one generator, seeded once at construction, when its iteration
+    starts; it has no `set_epoch`, so a resumed process (a fresh sampler) draws the first epoch's order again for
+    whatever epoch it resumes in. This subclass draws the same orders in the same sequence when iterated epoch after
+    epoch (an uninterrupted run is unchanged, bit for bit), and when the epoch set by `set_epoch` (the Trainer loop
+    sets it before every epoch, resumed or not) is not the next one its generator holds, it re-seeds the generator
+    and draws the orders of the epochs before it first: epoch `e`'s order is a function of `seed` and `e` alone.
+    Every process builds it with the same seed, so all agree. Without `shuffle` or without a seed it is TRL's sampler.
+
+    It takes `RepeatSampler`'s arguments; [`from_sampler`] builds one from a TRL sampler.
+    """
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.epoch = 0  # the epoch the next iteration draws
+        self._drawn = 0  # epochs' orders drawn from the generator since it was seeded
+
+    @classmethod
+    def from_sampler(cls, sampler: RepeatSampler, repeat_factor: int = 1) -> EpochRepeatSampler:
+        """The same sampler as TRL's `sampler` (its dataset, repeats, batch size, shuffle and seed), with each
+        generation batch's `repeat_count` multiplied by `repeat_factor`."""
+        if type(sampler) is not RepeatSampler:
+            raise TypeError(
+                f"Expected TRL's RepeatSampler from GRPOTrainer._get_train_sampler, got {type(sampler).__name__}: "
+                f"this TRL ({trl.__version__}) builds its sampler differently. codapo-trl supports TRL {_RANGE}."
+            )
+        return cls(
+            data_source=sampler.data_source,
+            mini_repeat_count=sampler.mini_repeat_count,
+            batch_size=sampler.batch_size,
+            repeat_count=sampler.repeat_count * repeat_factor,
+            shuffle=sampler.shuffle,
+            seed=sampler.seed,
+        )
+
+    def set_epoch(self, epoch: int) -> None:
+        """Make the next iteration draw epoch `epoch`'s order (counted from 0)."""
+        self.epoch = epoch
+
+    def __iter__(self) -> Iterator[int]:
+        if self.shuffle and self.seed is not None and self._drawn != self.epoch:
+            self.generator.manual_seed(self.seed)
+            for _ in range(self.epoch):
+                # TRL's iteration draws its epoch's whole order before yielding the first index
+                next(super().__iter__(), None)
+            self._drawn = self.epoch
+        self.epoch += 1
+        self._drawn += 1
+        yield from super().__iter__()
 
 
 # ---------------------------------------------------------------------------------------- vLLM

@@ -139,7 +139,8 @@ class CoDaPOConfig(GRPOConfig):
         codapo_question_log (`str` or `None`, *optional*, defaults to `None`):
             Path (relative to `output_dir`) of a JSONL file with one row per question per update: step, phase,
             question id, level, confidence, difficulty, value, whether it was selected, number correct. Written by
-            the main process only. `None`: no file.
+            the main process only. A path ending in `.gz` (`questions.jsonl.gz`) is written gzip-compressed (read it
+            with `codapo_trl.analysis.load_question_log`). `None`: no file.
 
         > Parameters that control CoDaLearning
 
@@ -257,7 +258,8 @@ class CoDaPOConfig(GRPOConfig):
         default=None,
         metadata={
             "help": "JSONL file (relative to output_dir) with one row per question per update (step, phase, id, "
-            "level, confidence, difficulty, value, selected, number correct). Default: none."
+            "level, confidence, difficulty, value, selected, number correct); a path ending in .gz is written "
+            "gzip-compressed. Default: none."
         },
     )
 

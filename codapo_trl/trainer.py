@@ -3,13 +3,14 @@
 The method lives in `coda.py`, the B/S protocol's state in `protocol.py`; this module only connects them to TRL.
 [`DynamicsMixin`] (shared with plain GRPO) overrides TRL's generation, loss and checkpoint hooks and hands each
 generated batch over with its per-group confidence and difficulty ([`GroupStats`]); `CoDaPOTrainer` builds on the
-mixin's hooks, and overrides one TRL hook itself:
+mixin's hooks and overrides no TRL hook itself:
 
-- `_get_train_sampler` (TRL's) hands every generation batch to the Trainer loop twice, so that the loop itself takes
-  S's updates: gradient accumulation, DeepSpeed boundaries, the LR schedule, `global_step`, logging and checkpoints
-  all count them. A phase (B's, then S's) is one generation batch, consumed by `codapo_steps_per_phase` optimizer
-  steps (`steps_per_generation / gradient_accumulation_steps` chunks, `num_iterations` passes); the phase is derived
-  from TRL's micro-step counter, which a resume restores;
+- `_phases_per_batch` (the mixin's) makes the training sampler (the mixin's `_get_train_sampler`) hand every
+  generation batch to the Trainer loop twice, so that the loop itself takes S's updates: gradient accumulation,
+  DeepSpeed boundaries, the LR schedule, `global_step`, logging and checkpoints all count them. A phase (B's, then
+  S's) is one generation batch, consumed by `codapo_steps_per_phase` optimizer steps (`steps_per_generation /
+  gradient_accumulation_steps` chunks, `num_iterations` passes); the phase is derived from TRL's micro-step counter,
+  which a resume restores;
 - `_training_batch` (the mixin's) is where, after TRL generated and scored a batch, the values are computed, folded
   into the advantages, and (in phase B) the top-K questions are selected and, for `before_update`, S is generated at
   once from the same behaviour policy;
@@ -33,7 +34,6 @@ from trl import GRPOTrainer
 
 from . import _trl_compat as compat
 from . import coda
-from ._trl_compat import RepeatSampler
 from .config import CODAPO_LOSS_TYPES, CoDaPOConfig
 from .dynamics.groups import LOSS_VALUE_KEY, GroupStats
 from .dynamics.mixin import DynamicsMixin, DynamicsOptions
@@ -181,21 +181,13 @@ class CoDaPOTrainer(CPUVLLMMixin, DynamicsMixin, GRPOTrainer):
         weights = self.reward_weights.tolist()
         return [name for name, weight in zip(self.reward_func_names, weights, strict=True) if weight != 0]
 
-    # ------------------------------------------------------------------ data: every B batch is delivered twice
-    def _get_train_sampler(self, dataset=None):
-        if not self.args.codapo_sampling:
-            return super()._get_train_sampler(dataset)
-        return RepeatSampler(
-            data_source=self.train_dataset if dataset is None else dataset,
-            mini_repeat_count=self.num_generations,
-            batch_size=self.args.generation_batch_size // self.num_generations,
-            # one phase of steps_per_generation x num_iterations micro-steps for B, then one for S
-            repeat_count=2 * self.args.steps_per_generation * self.num_iterations,
-            shuffle=self.shuffle_dataset,
-            seed=self.args.seed,
-        )
-
     # ------------------------------------------------------------------ the mixin's hooks
+    @property
+    def _phases_per_batch(self) -> int:
+        # every B batch is delivered twice: one phase of steps_per_generation x num_iterations micro-steps for B,
+        # then one for S (whose rollouts replace B's)
+        return 2 if self.args.codapo_sampling else 1
+
     def _dynamics_options_default(self) -> DynamicsOptions:
         args = self.args
         return DynamicsOptions(

@@ -14,7 +14,7 @@ Mixed in before `GRPOTrainer`, it adds, with no extra forward pass:
 mixin's own hooks (listed in the class docstring) and overrides none of the TRL hooks the mixin overrides, so every
 `super()` call below lands in TRL.
 
-Length: about 615 lines, one class: its TRL hooks share per-batch state (the capture, the streaks, the recorder's
+Length: about 635 lines, one class: its TRL hooks share per-batch state (the capture, the streaks, the recorder's
 trust decision), and splitting them would spread one batch's bookkeeping over several modules.
 """
 
@@ -148,13 +148,16 @@ class DynamicsMixin:
       does not return, in the active [`_Capture`] only; `_generate`: counts generated tokens;
     - `_compute_loss`: TRL's loss on [`_loss_inputs`]`(inputs)`, then the per-bin metrics from its forward pass;
     - `_save_checkpoint`, `_load_optimizer_and_scheduler`: TRL's, then this mixin's per-rank state, then the
-      subclass's ([`_save_method_state`], [`_load_method_state`]).
+      subclass's ([`_save_method_state`], [`_load_method_state`]);
+    - `_get_train_sampler`: TRL's sampler as an `EpochRepeatSampler` (`_trl_compat`), which the Trainer loop sets to
+      each epoch, so that a run resumed in a later epoch draws that epoch's order; each generation batch is handed
+      to the loop [`_phases_per_batch`] times.
 
     Hooks a subclass overrides instead (the defaults are plain GRPO's): [`_training_batch`] (the batch trained on),
-    [`_loss_inputs`], [`_update_metrics`] (metrics logged once per update), [`_save_method_state`] /
-    [`_load_method_state`], [`_dynamics_options_default`], [`_correctness_drives_training`]. The data of a batch
-    travels explicitly: [`_scored_batch`] returns TRL's output with its [`GroupStats`], and the per-rollout columns
-    the loss needs are in the output under the keys of `dynamics.groups` (`*_KEY`).
+    [`_loss_inputs`], [`_update_metrics`] (metrics logged once per update), [`_phases_per_batch`],
+    [`_save_method_state`] / [`_load_method_state`], [`_dynamics_options_default`], [`_correctness_drives_training`].
+    The data of a batch travels explicitly: [`_scored_batch`] returns TRL's output with its [`GroupStats`], and the
+    per-rollout columns the loss needs are in the output under the keys of `dynamics.groups` (`*_KEY`).
     """
 
     def __init__(
@@ -221,6 +224,12 @@ class DynamicsMixin:
     def _update_metrics(self) -> dict[str, float]:
         """Metrics logged once per optimizer update, before the dynamics' own (none here)."""
         return {}
+
+    @property
+    def _phases_per_batch(self) -> int:
+        """How many times the sampler hands each generation batch to the Trainer loop, one phase of
+        `steps_per_generation x num_iterations` micro-steps each (plain GRPO: 1; CoDaPO: B's phase, then S's)."""
+        return 1
 
     def _save_method_state(self, trial) -> None:
         """Save the subclass's per-rank state into the checkpoint being written (with [`_save_rank_state`])."""
@@ -405,6 +414,9 @@ class DynamicsMixin:
             if output.get(key) is not None:
                 return output[key]
         return self._policy_logps(output)
+
+    def _get_train_sampler(self, dataset=None):
+        return compat.EpochRepeatSampler.from_sampler(super()._get_train_sampler(dataset), self._phases_per_batch)
 
     def _generate_and_score_completions(self, inputs):
         if not self.model.training:

@@ -73,14 +73,16 @@ class CoDaPOScriptArguments(ScriptArguments):
         dataset_levels (`list[int]` or `None`, *optional*):
             Keep only these difficulty levels (MATH's 1-5, or the arithmetic dataset's).
         dataset_limit (`int` or `None`, *optional*):
-            Keep only the first rows of the training split.
+            Keep only the first `dataset_limit` rows of the training split, counted after the `dataset_levels`
+            filter (`dataset_levels: [4, 5], dataset_limit: 64` gives the first 64 rows of levels 4 and 5).
         eval_limit (`int` or `None`, *optional*):
             Keep only the first rows of the evaluation split (used when `eval_strategy` is not `"no"`).
         baseline_dynamics (`bool`, *optional*, defaults to `False`):
             Run the GRPOTrainer baselines with the `dynamics/` and `budget/` metrics (`GRPODynamicsTrainer`).
         baseline_question_log (`str` or `None`, *optional*):
             Per-question JSONL log (relative to `output_dir`) of a baseline run with `baseline_dynamics`, the same
-            rows as CoDaPO's `codapo_question_log`, so that the arms of a comparison can be audited alike.
+            rows as CoDaPO's `codapo_question_log`, so that the arms of a comparison can be audited alike; a path
+            ending in `.gz` is written gzip-compressed.
     """
 
     dataset_name: str | None = field(
@@ -103,7 +105,10 @@ class CoDaPOScriptArguments(ScriptArguments):
         default=None, metadata={"help": "Keep only these difficulty levels of the training data."}
     )
     dataset_limit: int | None = field(
-        default=None, metadata={"help": "Keep only the first rows of the training split."}
+        default=None,
+        metadata={
+            "help": "Keep only the first N rows of the training split, counted after the dataset_levels filter."
+        },
     )
     eval_limit: int | None = field(
         default=None, metadata={"help": "Keep only the first rows of the evaluation split."}
@@ -118,8 +123,8 @@ class CoDaPOScriptArguments(ScriptArguments):
     baseline_question_log: str | None = field(
         default=None,
         metadata={
-            "help": "Per-question JSONL log (relative to output_dir) of a baseline run with baseline_dynamics; "
-            "CoDaPO runs use codapo_question_log."
+            "help": "Per-question JSONL log (relative to output_dir) of a baseline run with baseline_dynamics; a "
+            "path ending in .gz is written gzip-compressed. CoDaPO runs use codapo_question_log."
         },
     )
     save_at_steps: list[int] | None = field(

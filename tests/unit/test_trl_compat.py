@@ -79,4 +79,54 @@ def test_every_trl_hook_the_core_overrides_is_named_and_overridden_at_one_level(
     assert mixin | trainer <= set(compat.GRPO_HOOKS)
     assert trl_overrides(CPUVLLMGeneration, compat.VLLMGeneration) <= set(compat.VLLM_HOOKS)
     assert not mixin & trainer, f"hooks overridden by both DynamicsMixin and CoDaPOTrainer: {mixin & trainer}"
-    assert "_generate_and_score_completions" in mixin and trainer == {"_get_train_sampler"}
+    assert {"_generate_and_score_completions", "_get_train_sampler"} <= mixin and trainer == set()
+
+
+def _epochs(sampler, count):
+    """`count` successive iterations of `sampler` as lists, set to each epoch first as the Trainer loop does when
+    `sampler` has `set_epoch`."""
+    orders = []
+    for epoch in range(count):
+        if hasattr(sampler, "set_epoch"):
+            sampler.set_epoch(epoch)
+        orders.append(list(sampler))
+    return orders
+
+
+def _trl_sampler(seed=7, shuffle=True):
+    return compat.RepeatSampler(list(range(10)), mini_repeat_count=2, batch_size=3, repeat_count=2, shuffle=shuffle,
+                                seed=seed)  # fmt: skip
+
+
+def test_the_epoch_sampler_draws_trls_orders_epoch_after_epoch():
+    trl_orders = _epochs(_trl_sampler(), 4)
+    assert len({tuple(order) for order in trl_orders}) == 4  # the epochs' orders differ
+    assert _epochs(compat.EpochRepeatSampler.from_sampler(_trl_sampler()), 4) == trl_orders
+    unseeded = compat.EpochRepeatSampler.from_sampler(_trl_sampler(shuffle=False))
+    assert _epochs(unseeded, 2) == _epochs(_trl_sampler(shuffle=False), 2)
+
+
+def test_a_fresh_epoch_sampler_set_to_a_later_epoch_draws_that_epochs_order():
+    """What a resumed process does: a new sampler, set to the epoch it resumes in (TRL's would draw epoch 0's)."""
+    trl_orders = _epochs(_trl_sampler(), 5)
+    for epoch in (2, 1, 3):
+        sampler = compat.EpochRepeatSampler.from_sampler(_trl_sampler())
+        sampler.set_epoch(epoch)
+        assert list(sampler) == trl_orders[epoch]
+        sampler.set_epoch(epoch + 1)
+        assert list(sampler) == trl_orders[epoch + 1]
+    sampler = compat.EpochRepeatSampler.from_sampler(_trl_sampler())
+    sampler.set_epoch(3)
+    list(sampler)
+    sampler.set_epoch(1)  # back to an earlier epoch
+    assert list(sampler) == trl_orders[1]
+
+
+def test_the_epoch_sampler_multiplies_the_repeats_and_refuses_another_sampler():
+    doubled = compat.EpochRepeatSampler.from_sampler(_trl_sampler(), repeat_factor=2)
+    assert doubled.repeat_count == 4 and len(doubled) == 2 * len(_trl_sampler())
+    # each generation batch of 3 questions x 2 generations comes 4 times in a row instead of 2
+    single = list(_trl_sampler())
+    assert list(doubled) == [i for k in range(0, len(single), 12) for i in single[k : k + 6] * 4]
+    with pytest.raises(TypeError, match="RepeatSampler"):
+        compat.EpochRepeatSampler.from_sampler(list(range(3)))
