@@ -429,9 +429,11 @@ def written_out_sum(terms: list[Any], gold: Any) -> bool:
     Example:
         ```python
         >>> gold = read_form("\\\\sum_{k=1}^{100} k^2")
-        >>> written_out_sum([read_form("1"), read_form("4"), None, read_form("10000")], gold)
+        >>> written_out_sum([read_form("1"), read_form("4"), read_form("9"), None, read_form("10000")], gold)
         True
-        >>> written_out_sum([read_form("1"), read_form("4"), None, read_form("9801")], gold)
+        >>> written_out_sum([read_form("1"), read_form("4"), read_form("9"), None, read_form("9801")], gold)
+        False
+        >>> written_out_sum([read_form("1"), read_form("4"), None, read_form("10000")], gold)  # or 1, 4, 7, ...?
         False
 
         ```

@@ -162,6 +162,7 @@ _INTRODUCING_LINE_RE = re.compile(
     re.IGNORECASE,
 )
 _WORD_RE = re.compile(r"[^\W\d_]+(?:'t)?")
+_MAX_DISPLAYS = 4
 _ARITHMETIC_RE = re.compile(r"\d\s*[-+*/^×÷=]\s*\d")
 _MATH_SPAN_RE = re.compile(r"\$[^$\n]*\$|\\\(.*?\\\)")
 _VALUE_AFTER_RE = re.compile(r"[\d$]|\\[\[(]")
@@ -182,24 +183,31 @@ _LINKING_WORDS = frozenset(
 
 
 def _introduced_display(rest: str) -> str | None:
-    """The display after a line that introduces it (`_INTRODUCING_LINE_RE`), when no second value follows it (a
-    number or a math span; a fenced code block, as a JSON answer, is not read); else `None`."""
-    introduced = _INTRODUCING_LINE_RE.match(rest)
-    if introduced is None or _qualifies(_WORD_RE.findall(introduced.group(1))):
+    """The display after a line that introduces it (`_INTRODUCING_LINE_RE`), when no other value follows it (a
+    number or a math span; a fenced code block, as a JSON answer, is not read); else `None`. Further displays, each
+    after a line that introduces it ("This can also be written as:"), are other forms of the same value: they are
+    joined into one chain, every member of which must then equal the value read."""
+    displays: list[str] = []
+    while len(displays) < _MAX_DISPLAYS:
+        introduced = _INTRODUCING_LINE_RE.match(rest)
+        if introduced is None or _qualifies(_WORD_RE.findall(introduced.group(1))):
+            break
+        if _ARITHMETIC_RE.search(_MATH_SPAN_RE.sub(" ", introduced.group(1))):
+            return None  # "The probability is 1/4 + 1/4, that is:": the line states a value of its own
+        display = rest[introduced.end() :]
+        span = _leading_math_span(display)
+        if span is None or not span.strip(" *,."):
+            return None
+        displays.append(span.strip(" *").rstrip(",.").strip())
+        rest = display[_fragment_length(display) :].lstrip()
+    if not displays:
         return None
-    if _ARITHMETIC_RE.search(_MATH_SPAN_RE.sub(" ", introduced.group(1))):
-        return None  # "The probability is 1/4 + 1/4, that is:": the line states a value of its own
-    display = rest[introduced.end() :]
-    span = _leading_math_span(display)
-    if span is None:
-        return None
-    after = display[_fragment_length(display) :]
-    fences = [m.start() for m in _CODE_FENCE_RE.finditer(after)]
+    fences = [m.start() for m in _CODE_FENCE_RE.finditer(rest)]
     if len(fences) % 2 == 0 and fences:
-        after = after[: fences[0]] + after[fences[-1] + 3 :]
-    if _VALUE_AFTER_RE.search(after) or not span.strip(" *,."):
-        return None  # a second display, or a number after it ("Wait, actually 1/2"); words are not read
-    return span.strip(" *").rstrip(",.").strip() or None
+        rest = rest[: fences[0]] + rest[fences[-1] + 3 :]
+    if _VALUE_AFTER_RE.search(rest):
+        return None  # a display or a number after it ("Wait, actually 1/2"); words are not read
+    return " = ".join(displays)
 
 
 def _counted(fragment: str, question: str) -> str | None:

@@ -31,6 +31,7 @@ from codapo_trl.rewards.judging import RESTATED
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 CASES = json.loads((FIXTURES / "maths_redteam_issue60.json").read_text(encoding="utf-8"))
 BLACK_BOX = json.loads((FIXTURES / "maths_redteam_issue60_blackbox.json").read_text(encoding="utf-8"))
+SECOND = json.loads((FIXTURES / "maths_redteam_issue60_second.json").read_text(encoding="utf-8"))
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -245,6 +246,10 @@ def test_developer_variants():
 # experiments/grader_audit's round-4 corpus), each with hostile neighbours: (completion, gold, question, reward).
 _SUM_GOLD = "\\sum_{i=2}^{2026}\\sqrt{\\frac{i}{i-1}}\\approx 2028.939215760406073"
 _SUM_Q = "Compute $\\sum_{i=2}^{2026}\\sqrt{\\frac{i}{i-1}}$."
+_SENATE = (
+    "A Senate committee has 8 Republicans and 6 Democrats. In how many ways can we form a subcommittee of 5 members"
+    " that has at least one member from each party?"
+)
 _MARBLES = "A bag holds 100 marbles, 34 of them red. What fraction of the marbles is red?"
 REAL_OUTPUT_FORMS = [
     # an unreduced fraction: the ratio computed, its reduction left; not where the reduction is asked or no question
@@ -252,6 +257,8 @@ REAL_OUTPUT_FORMS = [
     ("The answer is $\\boxed{-\\frac{34}{100}}$", "-\\frac{17}{50}", "Find the slope.", 1.0),
     ("Answer: $\\frac{34}{100}$", "\\frac{17}{50}", _MARBLES + " Express it in lowest terms.", 0.0),
     ("Answer: $\\frac{34}{100}$", "\\frac{17}{50}", _MARBLES + " Simplify your answer.", 0.0),
+    ("Answer: $\\frac{34}{100}$", "\\frac{17}{50}", _MARBLES + " Express your answer as a common fraction.", 0.0),
+    ("Answer: $\\frac{34}{100}$", "\\frac{17}{50}", _MARBLES + " Write it as p/q with p, q relatively prime.", 0.0),
     ("Answer: $\\frac{34}{100}$", "\\frac{17}{50}", "", 0.0),
     ("Answer: $\\frac{6}{8}$", "\\frac34", "Simplify $\\frac{6}{8}$.", 0.0),
     ("Answer: $\\frac{38}{2}$", "19", "Half of 38 apples are eaten. How many are eaten?", 0.0),
@@ -302,22 +309,44 @@ REAL_OUTPUT_FORMS = [
     ("**Ответ:**\nПредел равен корню уравнения $x^3-1=0$, который можно записать как:\n$$ 1 $$", "1", "Find it.", 1.0),
     ("**Final Answer:**\n\nThe probability is not:\n\n\\[\n\\frac{1}{2}\n\\]", "\\frac12", "Find it.", 0.0),
     ("Answer: $\\frac13$, as shown:\n\\[\n\\frac{1}{2}\n\\]", "\\frac12", "Find it.", 0.0),  # the value is 1/3
-    # a counting sentence after the phrase
+    ("**Final Answer:**\n\nThe probability is at least:\n\n\\[\n\\frac{1}{2}\n\\]", "\\frac12", "Find it.", 0.0),
     (
-        "### Answer:\n\nThere are 1940 ways to form a subcommittee that has at least one member of each party.",
+        "**Final Answer:**\n\nThe probability is 1/4 + 1/4, that is:\n\n\\[\n\\frac{1}{4}\n\\]",
+        "\\frac14",
+        "Find it.",
+        0.0,
+    ),
+    (
+        "**Final Answer:**\n\nThe probability is:\n\n\\[\n\\frac{1}{4}\n\\]\n\nWait, actually 1/2.",
+        "\\frac14",
+        "Find it.",
+        0.0,
+    ),
+    ("**Final Answer:**\n\n概率是：\n\n\\[\n\\frac{1}{4}\n\\]", "\\frac14", "Find it.", 1.0),
+    # a counting sentence after the phrase: what follows the count is the question's own description
+    (
+        "### Answer:\n\nThere are 1940 ways to form a subcommittee of 5 members that has at least one member from each party.",
         "1940",
-        "How many subcommittees?",
+        _SENATE,
         1.0,
     ),
-    ("### Answer:\n\nThere are at least 1940 ways to form it.", "1940", "How many subcommittees?", 0.0),
-    ("### Answer:\n\nThere are 1940 thousand ways to form it.", "1940", "How many subcommittees?", 0.0),
+    ("### Answer:\n\nThere are 1,940 ways to form a subcommittee.", "1940", _SENATE, 1.0),
+    ("### Answer:\n\nThere are 1940 ways, minus the 6 one-party ones.", "1940", _SENATE, 0.0),
+    ("### Answer:\n\nThere are 1940 ways to choose and 3 ways to order it.", "1940", _SENATE, 0.0),
+    ("### Answer:\n\nThere are at least 1940 ways to form it.", "1940", _SENATE, 0.0),
+    ("### Answer:\n\nThere are 1940 thousand ways to form it.", "1940", _SENATE, 0.0),
+    ("### Answer:\n\nThere might be 1940 ways.", "1940", _SENATE, 0.0),
     # chain members in names the value does not have cannot be checked; numeric ones are
     ("$\\boxed{\\pi_1 = \\pi_0 \\cdot C(N, 1) = \\frac{N}{2^N}}$", "N2^{-N}", "Find $\\pi_1$.", 1.0),
     ("$\\boxed{\\pi_1 = \\frac{2}{2^N} \\cdot N = \\frac{N}{2^N}}$", "N2^{-N}", "Find $\\pi_1$.", 0.0),
     ("$\\boxed{x = 4 = 5}$", "5", "Find $x$.", 0.0),
+    ("$\\boxed{x = 2+2+k-k = 5}$", "5", "Find $x$.", 0.0),
+    ("$\\boxed{x = \\sqrt{k^2}-k+4 = 5}$", "5", "Find $x$.", 0.0),
+    ("$\\boxed{\\pi_1 \\approx \\pi_0 = \\frac{N}{2^N}}$", "N2^{-N}", "Find $\\pi_1$.", 0.0),
     # a gold of labelled alternatives pays either value
     ("$\\boxed{2}$", "x = 2 \\text{ or } x = 3", "Find one root.", 1.0),
     ("$\\boxed{x=2 \\text{ or } x=4}$", "x = 2 \\text{ or } x = 3", "Find the roots.", 0.0),
+    ("$\\boxed{3}$", "x = 2 \\text{ or } y = 3", "Find a value.", 0.0),  # two letters: the value alone names neither
 ]
 
 
@@ -327,6 +356,28 @@ def test_forms_of_real_output_and_their_hostile_neighbours():
     results = grade_answers(list(texts), list(golds), questions=list(questions))
     assert time.perf_counter() - start < 120
     wrong = [(t[:60], g, r.reward, r.reason) for t, g, e, r in zip(texts, golds, expected, results) if r.reward != e]
+    assert not wrong, wrong
+
+
+def test_black_box_red_team_of_the_second_sitting():
+    """385 cases by a third team that read neither the code nor the tests, aimed at what the second sitting added
+    (unreduced fractions, sums written out, introducing lines, counting sentences, chain members in names, "or"
+    golds, ellipses), each hostile case with an honest counterpart. 51 expectations are amended, each with its reason:
+    the box's own rule (text around the value is not read), readings older than this sitting, and the forms not
+    supported (a sum with a letter for a bound, counts in words)."""
+    assert len(SECOND) >= 380 and {case["expect"] for case in SECOND} == {"pay", "refuse"}
+    start = time.perf_counter()
+    results = grade_answers(
+        [case["completion"] for case in SECOND],
+        [case["gold"] for case in SECOND],
+        questions=[case["question"] for case in SECOND],
+    )
+    assert time.perf_counter() - start < 300
+    wrong = [
+        (case["id"], case["expect"], r.reward, r.reason)
+        for case, r in zip(SECOND, results)
+        if (r.reward == 1.0) != (case["expect"] == "pay")
+    ]
     assert not wrong, wrong
 
 
