@@ -34,7 +34,14 @@ from codapo_trl.sandbox import judge as _judge_module
 from codapo_trl.sandbox import wire
 from codapo_trl.sandbox.config import SCRIPT, ExecutionResult, Harness, IsolationReport, SandboxConfig, Status, _MiB
 from codapo_trl.sandbox.host import _default_python, _python_roots, _sweep_by_token, _UidPool
-from codapo_trl.sandbox.limits import _cgroup_slot, _Cgroups, _v1_cgroup_dirs, ipc_namespace_limits, rlimits
+from codapo_trl.sandbox.limits import (
+    _cgroup_slot,
+    _Cgroups,
+    _v1_cgroup_dirs,
+    ipc_namespace_limits,
+    nproc_binds,
+    rlimits,
+)
 from codapo_trl.sandbox.mounts import (
     _LANDLOCK_EXTRA_READ,
     _PRIVATE_TMP_CANDIDATES,
@@ -89,9 +96,13 @@ class Executor:
         self._executor_lock = threading.Lock()
         self._uid_pool = _UidPool(self.config.uid_base, self.config.uid_count) if self._has("uid") else None
         # Moving a process into a v1 cgroup costs ~10-30 ms (an RCU grace period). The cgroups only add protection
-        # when the program can create processes: a single process (and its threads) is already bounded by
-        # RLIMIT_AS, RLIMIT_CPU and the tmpfs sizes. So they are used when `allow_fork=True` or without seccomp.
-        self.uses_cgroups = self._has("cgroup") and (self.config.allow_fork or not self._has("seccomp"))
+        # when the program can create processes: a single process is already bounded by RLIMIT_AS, RLIMIT_CPU and
+        # the tmpfs sizes, and its threads by RLIMIT_NPROC. So they are used when `allow_fork=True`, without
+        # seccomp, or where RLIMIT_NPROC does not bind (a root trainer without the uid layer: pids.max then bounds
+        # the threads).
+        self.uses_cgroups = self._has("cgroup") and (
+            self.config.allow_fork or not self._has("seccomp") or not nproc_binds(self.isolation.active)
+        )
         self._cgroup_parents = _v1_cgroup_dirs() if self.uses_cgroups else None
         self._seccomp: dict | None = None
         if self._has("seccomp"):
@@ -525,6 +536,9 @@ class Executor:
         elif timed_out or (judged and word == "timeout"):
             result.status = Status.TIMEOUT
             result.reason = f"wall-clock limit of {cfg.timeout:g}s exceeded"
+        elif exit_event is None and oom:  # the cgroup's OOM killer took a process of the sandbox's own
+            result.status = Status.MEMORY
+            result.reason = f"memory limit of {cfg.memory_mb} MiB exceeded (OOM kill before the program's report)"
         elif exit_event is None and judged:
             result.status = Status.RUNTIME_ERROR
             result.reason = why or "the judge gave no verdict on the program's answers"
