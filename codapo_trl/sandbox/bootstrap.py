@@ -231,7 +231,9 @@ def install_landlock(spec):
         raise OSError(ctypes.get_errno(), "landlock_create_ruleset")
     try:
         # The working directory: every right but EXECUTE (issue 61: nothing the program writes is executed).
-        rules = [(p, read) for p in spec["read"]] + [(spec["write"], fs_all & ~1)] + [("/dev/null", file_rw)]
+        # The private /dev/shm too when the program may fork: multiprocessing's locks are POSIX semaphores there.
+        writable = [spec["write"], *spec.get("extra_write", [])]
+        rules = [(p, read) for p in spec["read"]] + [(p, fs_all & ~1) for p in writable] + [("/dev/null", file_rw)]
         for path, access in rules:
             try:
                 fd = os.open(path, os.O_PATH | os.O_CLOEXEC)

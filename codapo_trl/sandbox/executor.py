@@ -191,6 +191,7 @@ class Executor:
                 "CODAPO_SANDBOX_RUN": token,
             }
             read_roots = sorted({*_python_roots(self._python), *_READ_ROOTS, workdir})
+            private_tmp = [p for p in _PRIVATE_TMP_CANDIDATES if os.path.isdir(p) and not os.path.islink(p)]
             status_r, status_w = os.pipe()
             if serve:
                 req_r, req_w = os.pipe()
@@ -227,12 +228,18 @@ class Executor:
                 "hide": hidden_dirs(self._python, cfg.base_dir) if mountns else [],
                 "hide_modules": module_dirs_to_hide(self._python, cfg.allow_native_modules) if mountns else [],
                 "ipc_limits": ipc_namespace_limits(),
-                "private_tmp": [p for p in _PRIVATE_TMP_CANDIDATES if os.path.isdir(p) and not os.path.islink(p)],
+                "private_tmp": private_tmp,
                 "tmp_kb": 16 * 1024,
                 "tmpfs_kb": cfg.tmpfs_mb * 1024,
                 "cgroup_procs": cgroups.procs_files if cgroups else [],
                 "seccomp": self._seccomp,
-                "landlock": {"read": [*read_roots, *_LANDLOCK_EXTRA_READ], "write": workdir}
+                "landlock": {
+                    "read": [*read_roots, *_LANDLOCK_EXTRA_READ],
+                    "write": workdir,
+                    # multiprocessing's locks (sem_open) live in /dev/shm: writable when the program may fork and
+                    # /dev/shm is the run's private, size-limited, noexec tmpfs (issue 61: Pool failed)
+                    "extra_write": ["/dev/shm"] if mountns and cfg.allow_fork and "/dev/shm" in private_tmp else [],
+                }
                 if self._has("landlock")
                 else None,
                 "rlimits": rlimits(cfg, self.isolation.active, self.max_workers),
