@@ -231,7 +231,9 @@ def install_landlock(spec):
         raise OSError(ctypes.get_errno(), "landlock_create_ruleset")
     try:
         # The working directory: every right but EXECUTE (issue 61: nothing the program writes is executed).
-        rules = [(p, read) for p in spec["read"]] + [(spec["write"], fs_all & ~1)] + [("/dev/null", file_rw)]
+        # The private /dev/shm too when the program may fork: multiprocessing's locks are POSIX semaphores there.
+        writable = [spec["write"], *spec.get("extra_write", [])]
+        rules = [(p, read) for p in spec["read"]] + [(p, fs_all & ~1) for p in writable] + [("/dev/null", file_rw)]
         for path, access in rules:
             try:
                 fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
@@ -300,6 +302,14 @@ def init_process(pid):
 
 def child(cfg):
     check(libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "pdeathsig")
+    # The cgroup's OOM killer must pick the program's processes, never the bootstrap: memory the program holds
+    # outside its processes (tmpfs files, kernel objects) leaves the bootstrap the largest process, and its death
+    # lost the program's result (issue 61). Raising the score needs no privilege; with CAP_SYS_RESOURCE it is also
+    # the floor the program cannot go below. Best effort: the trainer classifies an OOM kill as MEMORY anyway.
+    try:  # noqa: SIM105
+        write_file("/proc/self/oom_score_adj", "1000")
+    except OSError:
+        pass
     signal.signal(signal.SIGALRM, signal.SIG_DFL)
     if cfg["mountns"]:
         setup_mounts(cfg)

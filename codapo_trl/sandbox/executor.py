@@ -34,7 +34,14 @@ from codapo_trl.sandbox import judge as _judge_module
 from codapo_trl.sandbox import wire
 from codapo_trl.sandbox.config import SCRIPT, ExecutionResult, Harness, IsolationReport, SandboxConfig, Status, _MiB
 from codapo_trl.sandbox.host import _default_python, _python_roots, _sweep_by_token, _UidPool
-from codapo_trl.sandbox.limits import _cgroup_slot, _Cgroups, _v1_cgroup_dirs, ipc_namespace_limits, rlimits
+from codapo_trl.sandbox.limits import (
+    _cgroup_slot,
+    _Cgroups,
+    _v1_cgroup_dirs,
+    ipc_namespace_limits,
+    nproc_binds,
+    rlimits,
+)
 from codapo_trl.sandbox.mounts import (
     _LANDLOCK_EXTRA_READ,
     _PRIVATE_TMP_CANDIDATES,
@@ -97,9 +104,13 @@ class Executor:
         self._executor_lock = threading.Lock()
         self._uid_pool = _UidPool(self.config.uid_base, self.config.uid_count) if self._has("uid") else None
         # Moving a process into a v1 cgroup costs ~10-30 ms (an RCU grace period). The cgroups only add protection
-        # when the program can create processes: a single process (and its threads) is already bounded by
-        # RLIMIT_AS, RLIMIT_CPU and the tmpfs sizes. So they are used when `allow_fork=True` or without seccomp.
-        self.uses_cgroups = self._has("cgroup") and (self.config.allow_fork or not self._has("seccomp"))
+        # when the program can create processes: a single process is already bounded by RLIMIT_AS, RLIMIT_CPU and
+        # the tmpfs sizes, and its threads by RLIMIT_NPROC. So they are used when `allow_fork=True`, without
+        # seccomp, or where RLIMIT_NPROC does not bind (a root trainer without the uid layer: pids.max then bounds
+        # the threads).
+        self.uses_cgroups = self._has("cgroup") and (
+            self.config.allow_fork or not self._has("seccomp") or not nproc_binds(self.isolation.active)
+        )
         self._cgroup_parents = _v1_cgroup_dirs() if self.uses_cgroups else None
         self._seccomp: dict | None = None
         if self._has("seccomp"):
@@ -188,6 +199,7 @@ class Executor:
                 "CODAPO_SANDBOX_RUN": token,
             }
             read_roots = sorted({*_python_roots(self._python), *_READ_ROOTS, workdir})
+            private_tmp = [p for p in _PRIVATE_TMP_CANDIDATES if os.path.isdir(p) and not os.path.islink(p)]
             status_r, status_w = os.pipe()
             if serve:
                 req_r, req_w = os.pipe()
@@ -224,12 +236,18 @@ class Executor:
                 "hide": hidden_dirs(self._python, cfg.base_dir) if mountns else [],
                 "hide_modules": module_dirs_to_hide(self._python, cfg.allow_native_modules) if mountns else [],
                 "ipc_limits": ipc_namespace_limits(),
-                "private_tmp": [p for p in _PRIVATE_TMP_CANDIDATES if os.path.isdir(p) and not os.path.islink(p)],
+                "private_tmp": private_tmp,
                 "tmp_kb": 16 * 1024,
                 "tmpfs_kb": cfg.tmpfs_mb * 1024,
                 "cgroup_procs": cgroups.procs_files if cgroups else [],
                 "seccomp": self._seccomp,
-                "landlock": {"read": [*read_roots, *_LANDLOCK_EXTRA_READ], "write": workdir}
+                "landlock": {
+                    "read": [*read_roots, *_LANDLOCK_EXTRA_READ],
+                    "write": workdir,
+                    # multiprocessing's locks (sem_open) live in /dev/shm: writable when the program may fork and
+                    # /dev/shm is the run's private, size-limited, noexec tmpfs (issue 61: Pool failed)
+                    "extra_write": ["/dev/shm"] if mountns and cfg.allow_fork and "/dev/shm" in private_tmp else [],
+                }
                 if self._has("landlock")
                 else None,
                 "rlimits": rlimits(cfg, self.isolation.active, self.max_workers),
@@ -541,6 +559,9 @@ class Executor:
         elif timed_out or (judged and word == "timeout"):
             result.status = Status.TIMEOUT
             result.reason = f"wall-clock limit of {cfg.timeout:g}s exceeded"
+        elif exit_event is None and oom:  # the cgroup's OOM killer took a process of the sandbox's own
+            result.status = Status.MEMORY
+            result.reason = f"memory limit of {cfg.memory_mb} MiB exceeded (OOM kill before the program's report)"
         elif exit_event is None and judged:
             result.status = Status.RUNTIME_ERROR
             result.reason = why or "the judge gave no verdict on the program's answers"

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 from codapo_trl.sandbox.config import IsolationReport, SandboxConfig
 from codapo_trl.sandbox.host import _kernel_at_least
+from codapo_trl.sandbox.limits import nproc_binds
 
 
 logger = logging.getLogger(__name__)
@@ -24,6 +25,7 @@ def floor_gaps(
     allow_fork: bool = False,
     kernel_counts_nproc_per_userns: bool = True,
     allow_native_modules: bool = False,
+    trainer_is_root: bool | None = None,
 ) -> list[str]:
     """The protections of the isolation floor that the layers in `active` do not give, each with the layers that
     would give it. Empty when the floor is reached.
@@ -31,7 +33,7 @@ def floor_gaps(
     The floor: no capabilities (always: the bounding set is dropped and `no_new_privs` set whatever the layers),
     no network (`netns` or `seccomp`), no writes outside the working directory and no view of the project
     checkout or user directories (`mountns` or `landlock`), bounded CPU time (`rlimits`, always), a bounded number
-    of processes (`uid`, `userns`, `cgroup`, or `seccomp` without `allow_fork`), and (issue 61) every kind of
+    of tasks, threads included (`uid`, `userns`, `cgroup`, or a non-root trainer's shared `RLIMIT_NPROC`), and (issue 61) every kind of
     memory bounded: the whole tree's (`cgroup`, or `seccomp` without `allow_fork`: one process under
     `RLIMIT_AS`), memfd files (`seccomp` refuses `memfd_create`), the files it writes (`mountns`: size-limited
     tmpfs), SysV shared memory (`seccomp` refuses it; the private IPC namespace of `netns` frees it with the run
@@ -39,7 +41,8 @@ def floor_gaps(
     `seccomp`: no memfd, which `dlopen` would map from `/proc/self/fd`; `landlock` or `audit`: no
     `/proc/self/mem`); no native module outside the standard library (`mountns` hides them, unless
     `allow_native_modules`); no host-wide kernel resource taken (`seccomp` refuses aio, inotify, message queues,
-    semaphores and keyrings). docs/isolation.md has the table: resource, bound, layer, test.
+    semaphores and keyrings). docs/isolation.md has the table: resource, bound, layer, test. `trainer_is_root`
+    defaults to whether this process runs as root (root's own uid is exempt from `RLIMIT_NPROC`).
     """
     have = set(active)
     gaps = []
@@ -47,10 +50,14 @@ def floor_gaps(
         gaps.append("no network (needs the netns or seccomp layer)")
     if not have & {"mountns", "landlock"}:
         gaps.append("no writes outside the working directory, host data hidden (needs the mountns or landlock layer)")
-    nproc = "uid" in have or ("userns" in have and kernel_counts_nproc_per_userns) or "cgroup" in have
     one_process = "seccomp" in have and not allow_fork
-    if not nproc and not one_process:
-        gaps.append("bounded number of processes (needs the uid, userns, cgroup or seccomp layer)")
+    # seccomp without allow_fork leaves one process, but its threads are tasks too (issue 61): they need
+    # RLIMIT_NPROC to bind (see `nproc_binds`) or the pids cgroup.
+    if not nproc_binds(have, kernel_counts_nproc_per_userns, trainer_is_root) and "cgroup" not in have:
+        gaps.append(
+            "bounded number of tasks, processes and threads (needs the uid, userns or cgroup layer: a root "
+            "trainer's own uid is exempt from RLIMIT_NPROC)"
+        )
     if "cgroup" not in have and not one_process:
         gaps.append(
             "the memory of the whole process tree bounded (needs the cgroup layer, or seccomp without allow_fork: "

@@ -168,6 +168,18 @@ def _count_user_tasks(uid: int) -> int:
     return total
 
 
+def nproc_binds(
+    active: Collection[str], kernel_counts_nproc_per_userns: bool | None = None, trainer_is_root: bool | None = None
+) -> bool:
+    """Whether `RLIMIT_NPROC` bounds the tasks (processes and threads) of a program run with the layers `active`:
+    with a dedicated uid, in a user namespace on Linux >= 5.14, or shared with a non-root trainer's uid. Root's own
+    uid is exempt from it, so a root trainer without the `uid` layer needs the pids cgroup (issue 61: 772 threads
+    against `max_processes=16`)."""
+    per_userns = _kernel_at_least(5, 14) if kernel_counts_nproc_per_userns is None else kernel_counts_nproc_per_userns
+    root = os.geteuid() == 0 if trainer_is_root is None else trainer_is_root
+    return "uid" in active or ("userns" in active and per_userns) or not root
+
+
 def rlimits(config: SandboxConfig, active: Collection[str], max_workers: int) -> list[tuple[str, int, int]]:
     """The `(name, soft, hard)` rlimits the bootstrap sets for a program run with the isolation layers `active` by a
     sandbox running up to `max_workers` programs at a time."""

@@ -521,6 +521,145 @@ def test_ipc_namespace_bounds_and_frees_sysv_shared_memory(monkeypatch):
         assert len(f.readlines()) == before  # nothing left in the host's namespace
 
 
+# ---------------------------------------------------------------------------------- OOM kills, tasks, multiprocessing
+
+TMPFS_HOG = """
+import sys
+held = 0
+for i in range({files}):
+    with open("f%d" % i, "wb") as f:
+        for _ in range(16):
+            f.write(b"x" * (1 << 20))
+            held += 1
+    print("held", held, flush=True, file=sys.{log})
+print({answer})
+"""
+
+
+@pytest.mark.parametrize("config", CONFIGS)
+def test_an_oom_kill_is_the_programs_result_never_a_skip(config):
+    """Memory the program holds outside its processes (here tmpfs files, with a `tmpfs_mb` above the cgroup's
+    `memory_mb + 128`) once made the bootstrap the OOM killer's pick: the run ended as `sandbox_error` and the
+    reward was `None`, a skip (redteam61 finding 4, `oob_sem_memory_reward`, `oob_memfd_beyond_as`). The program's
+    processes are now the first pick (`oom_score_adj` 1000) and an OOM kill without a report is MEMORY: reward 0.
+    The honest counterpart writes 64 MiB of files in the same sandbox and is paid."""
+    from codapo_trl.rewards.code import evaluate_code
+
+    if _gaps(config, allow_fork=True):
+        pytest.skip("allow_fork is refused without the cgroup layer (test_memory_of_forked_processes_...)")
+    sb = _sandbox(config, allow_fork=True, tmpfs_mb=MEMORY_MB + 256)  # cgroup: MEMORY_MB + 128
+    tests = {"format": "stdio", "inputs": [""], "outputs": ["42"]}
+    for _ in range(2):  # the victim was the same process every time: twice is enough to see it
+        result = sb.run(TMPFS_HOG.format(files=(MEMORY_MB + 224) // 16, answer=42, log="stdout"))
+        assert result.status is Status.MEMORY, (config, result)
+        assert "before the program's report" not in result.reason, (config, result)  # the bootstrap survived
+        assert _held(result) <= MEMORY_MB + 128, (config, result.stdout[-200:])
+    hostile = evaluate_code(
+        TMPFS_HOG.format(files=(MEMORY_MB + 224) // 16, answer=42, log="stdout"), tests, sandbox=sb
+    )
+    assert hostile.reward == 0.0, (config, hostile)
+    honest = evaluate_code(TMPFS_HOG.format(files=4, answer=42, log="stderr"), tests, sandbox=sb)
+    assert honest.reward == 1.0, (config, honest)
+
+
+def test_a_run_without_a_report_after_an_oom_kill_is_memory():
+    """Whatever process the OOM killer takes (the bootstrap before its report included), the run is the program's
+    MEMORY; without an OOM kill, a missing report stays the sandbox's error."""
+    sb = _sandbox("all")
+    for oom, judged, expected in [
+        (True, False, Status.MEMORY),
+        (True, True, Status.MEMORY),
+        (False, False, Status.SANDBOX_ERROR),
+        (False, True, Status.RUNTIME_ERROR),
+    ]:
+        result = sb.run("pass")
+        result.signal = result.exit_code = result.verdict = None
+        sb._classify(result, None, False, None, None, oom, judged, judging=True)
+        assert result.status is expected, (oom, judged, result)
+
+
+THREADS = """
+import threading, time
+threading.stack_size(1 << 16)
+threads = []
+try:
+    for _ in range({cap}):
+        t = threading.Thread(target=time.sleep, args=(1.5,))
+        t.start()
+        threads.append(t)
+except RuntimeError as exc:
+    print("refused", exc)
+print("held", len(threads), flush=True)
+"""
+
+
+@pytest.mark.parametrize("config", CONFIGS)
+def test_threads_are_bounded(config):
+    """Threads are tasks: `RLIMIT_NPROC` bounds them per uid, and root's own uid is exempt, so without the uid
+    layer the pids cgroup does (772 threads against `max_processes=16` in redteam61 finding 6). The program stops
+    at 300; the honest counterpart's 8 threads run."""
+    sb = _sandbox(config)
+    result = sb.run(THREADS.format(cap=300))
+    assert "refused" in result.stdout and _held(result) <= sb.config.max_processes + 4, (config, result)
+    honest = sb.run(THREADS.format(cap=8))
+    assert honest.ok and _held(honest) == 8, (config, honest)
+
+
+def test_floor_refuses_unbounded_threads():
+    """A root trainer without the uid layer needs the cgroup layer for its threads; a non-root trainer's shared
+    `RLIMIT_NPROC` bounds them; a user namespace does on Linux >= 5.14."""
+    layers = ("netns", "pidns", "mountns", "landlock", "seccomp", "audit")
+    assert any("threads" in gap for gap in floor_gaps(layers, trainer_is_root=True))
+    assert not floor_gaps((*layers, "cgroup"), trainer_is_root=True)
+    assert not floor_gaps((*layers, "uid"), trainer_is_root=True)
+    assert not floor_gaps(layers, trainer_is_root=False)
+    assert not floor_gaps((*layers, "userns"), False, True, trainer_is_root=True)
+    assert any("threads" in gap for gap in floor_gaps((*layers, "userns"), False, False, trainer_is_root=True))
+
+
+MULTIPROCESSING = """
+from multiprocessing import Pool, shared_memory
+
+def square(x):
+    return x * x
+
+if __name__ == "__main__":
+    with Pool(2) as pool:
+        total = sum(pool.map(square, range(100)))
+        pool.close()  # the workers end by themselves: terminate() would signal them, which seccomp refuses
+        pool.join()
+    shm = shared_memory.SharedMemory(create=True, size=1 << 20)
+    shm.buf[:2] = b"ok"
+    print(total, bytes(shm.buf[:2]).decode())
+    shm.close()
+    shm.unlink()
+"""
+
+SHM_HOG = """
+from multiprocessing import shared_memory
+shm = shared_memory.SharedMemory(create=True, size=160 << 20)  # sparse: pages are taken when touched
+for held in range(160):
+    shm.buf[held << 20 : (held + 1) << 20] = b"x" * (1 << 20)  # SIGBUS past the private /dev/shm's 16 MiB
+    print("held", held + 1, flush=True)
+"""
+
+
+@pytest.mark.parametrize("config", CONFIGS)
+def test_multiprocessing_works_with_allow_fork_within_dev_shm(config):
+    """`multiprocessing.Pool` (its locks are POSIX semaphores in /dev/shm) and `shared_memory` failed with
+    `allow_fork=True` (Landlock refused /dev/shm, redteam61 "honest counterparts that failed"). With `allow_fork`
+    and the mountns layer /dev/shm is writable: it is the run's private 16 MiB noexec tmpfs. Hostile: a 160 MiB
+    shared block holds at most 16 MiB. Without `allow_fork` multiprocessing needs processes and is refused."""
+    if _gaps(config, allow_fork=True):
+        pytest.skip("allow_fork is refused without the cgroup layer")
+    sb = _sandbox(config, allow_fork=True)
+    result = sb.run(MULTIPROCESSING)
+    assert result.ok and result.stdout.split() == ["328350", "ok"], (config, result)
+    hostile = sb.run(SHM_HOG)
+    assert not hostile.ok and _held(hostile) <= 16, (config, hostile)
+    assert not _sandbox(config).run(MULTIPROCESSING).ok  # no fork: refused, as documented
+
+
 # ---------------------------------------------------------------------------------------------------- the floor
 
 
