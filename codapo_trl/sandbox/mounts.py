@@ -181,6 +181,8 @@ def hidden_dirs(python: str, base_dir: str | None) -> list[str]:
         workdir_parent = os.path.realpath(base_dir or tempfile.gettempdir())
         if workdir_parent == path or workdir_parent.startswith(path + "/"):
             continue  # hiding it would hide the working directory's mount point
+        if any(path.startswith(os.path.realpath(t) + "/") for t in _PRIVATE_TMP_CANDIDATES):
+            continue  # a checkout below /tmp: the private tmpfs over /tmp hides it already (its mount point is gone)
         if path not in out:
             out.append(path)
     # A directory inside another hidden one is hidden already (and its mount point would be gone).

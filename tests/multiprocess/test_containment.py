@@ -689,3 +689,38 @@ def test_floor_gaps_per_resource():
     assert any("memfd" in gap for gap in gaps) and any("aio" in gap for gap in gaps)
     gaps = floor_gaps(tuple(layer for layer in full if layer not in ("landlock", "audit")))
     assert gaps == ["no writes into the program's own code through /proc/self/mem (needs the landlock or audit layer)"]
+
+
+# ---------------------------------------------------------------------------------------------------- checkouts
+
+_BELOW_TMP = """
+import sys
+from codapo_trl.sandbox import mounts
+checkout = sys.argv[1]
+host_dirs = mounts._host_data_dirs
+mounts._host_data_dirs = lambda python: (*host_dirs(python), checkout)  # as a checkout of the project would be
+from codapo_trl.sandbox import SandboxConfig, detect_isolation, run_python
+print("active", " ".join(sorted(detect_isolation(SandboxConfig(timeout=6.0)).active)))
+print("result", run_python("print(6 * 7)", timeout=6.0).stdout.strip())
+"""
+
+
+def test_a_checkout_below_tmp_keeps_every_layer(tmp_path):
+    """A project checked out below /tmp is one of the directories the mount layer hides, and the private tmpfs over
+    /tmp hides it already: hiding it again inside the namespace failed (its mount point was gone), the mount layer
+    dropped out and the floor refused every run. Run in a fresh process, since detection is once per process."""
+    checkout = tmp_path / "checkout"
+    checkout.mkdir()
+    (checkout / "secret.txt").write_text("trainer's file")
+    done = subprocess.run(
+        [sys.executable, "-c", _BELOW_TMP, str(checkout)], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "mountns" in done.stdout.split("active", 1)[1].splitlines()[0], done.stdout
+    assert "result 42" in done.stdout, done.stdout
+    leak = Sandbox(SandboxConfig(**FAST), max_workers=1)
+    try:  # and the program still cannot read it
+        result = leak.run(f"print(open({str(checkout / 'secret.txt')!r}).read())")
+        assert "trainer's file" not in result.stdout
+    finally:
+        leak.close()
