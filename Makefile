@@ -88,7 +88,7 @@ QUALITY_VENV ?= .venv-quality
 QUALITY_PY := $(QUALITY_VENV)/bin/python
 QUALITY_STAMP := $(QUALITY_VENV)/.codapo-installed
 QUALITY_TOOLS ?= ruff==0.17.6 codespell==2.4.1 build==1.6.1 setuptools==77.0.3 pip==26.3
-LINT_PATHS := codapo_trl tests recipes benchmarks experiments tools
+LINT_PATHS := codapo_trl tests recipes benchmarks experiments tools examples
 
 $(QUALITY_STAMP): Makefile
 	$(PYTHON) -m venv $(QUALITY_VENV)

@@ -26,6 +26,7 @@ import subprocess
 import sys
 
 import pytest
+from helpers_seccomp import bpf_verdict
 
 from codapo_trl.sandbox import (
     _SYSCALLS,
@@ -401,26 +402,6 @@ CONTAINMENT_SYSCALLS = (
 )
 
 
-def _bpf_verdict(prog: bytes, nr: int, arch: int, args: tuple[int, ...] = ()) -> int:
-    """Run the classic-BPF filter on `struct seccomp_data` (arguments zero unless given)."""
-    args = (*args, *(0,) * (6 - len(args)))
-    data = struct.pack("=iIQ", nr, arch, 0) + b"".join(struct.pack("=Q", a) for a in args)
-    insns = [struct.unpack("=HBBI", prog[i : i + 8]) for i in range(0, len(prog), 8)]
-    pc, acc = 0, 0
-    for _ in range(10_000):
-        code, jt, jf, k = insns[pc]
-        if code == 0x20:
-            acc = struct.unpack_from("=I", data, k)[0]
-        elif code == 0x06:
-            return k
-        elif code == 0x15:
-            pc += jt if acc == k else jf
-        elif code == 0x45:
-            pc += jt if acc & k else jf
-        pc += 1
-    raise AssertionError("filter did not return")
-
-
 @pytest.mark.parametrize("allow_fork", [False, True])
 def test_seccomp_refuses_unbounded_and_host_wide_resources(allow_fork):
     for arch_name, arch, col in (("x86_64", 0xC000003E, 0), ("aarch64", 0xC00000B7, 1)):
@@ -428,13 +409,13 @@ def test_seccomp_refuses_unbounded_and_host_wide_resources(allow_fork):
         for name in CONTAINMENT_SYSCALLS:
             nr = _SYSCALLS[name][col]
             if nr >= 0:
-                assert _bpf_verdict(prog, nr, arch) == 0x00050001, (arch_name, name)  # EPERM
+                assert bpf_verdict(prog, nr, arch) == 0x00050001, (arch_name, name)  # EPERM
         for allowed in ("mmap", "read"):  # what honest programs need is not caught
             nr = {"mmap": (9, 222), "read": (0, 63)}[allowed][col]
-            assert _bpf_verdict(prog, nr, arch) == 0x7FFF0000, (arch_name, allowed)
+            assert bpf_verdict(prog, nr, arch) == 0x7FFF0000, (arch_name, allowed)
         fcntl = (72, 25)[col]
-        assert _bpf_verdict(prog, fcntl, arch, (3, 1031)) == 0x00050001, arch_name  # F_SETPIPE_SZ
-        assert _bpf_verdict(prog, fcntl, arch, (3, 1)) == 0x7FFF0000, arch_name  # F_GETFD
+        assert bpf_verdict(prog, fcntl, arch, (3, 1031)) == 0x00050001, arch_name  # F_SETPIPE_SZ
+        assert bpf_verdict(prog, fcntl, arch, (3, 1)) == 0x7FFF0000, arch_name  # F_GETFD
 
 
 _LIVE = r"""

@@ -28,6 +28,7 @@ import subprocess
 import sys
 
 import pytest
+from helpers_seccomp import bpf_verdict
 
 from codapo_trl.rewards.code import make_code_execution_reward
 from codapo_trl.sandbox import (
@@ -594,27 +595,6 @@ ADMIN_SYSCALLS = {
 }
 
 
-def _bpf_verdict(prog: bytes, nr: int, arch: int, args: tuple[int, ...] = (0,) * 6) -> int:
-    """Run a classic-BPF seccomp program on `struct seccomp_data` (enough of an interpreter for our filter)."""
-    data = struct.pack("=iI", nr, arch) + struct.pack("=Q", 0) + b"".join(struct.pack("=Q", a) for a in args)
-    insns = [struct.unpack("=HBBI", prog[i : i + 8]) for i in range(0, len(prog), 8)]
-    pc, acc = 0, 0
-    for _ in range(10_000):
-        code, jt, jf, k = insns[pc]
-        if code == 0x20:
-            acc = struct.unpack_from("=I", data, k)[0]
-        elif code == 0x06:
-            return k
-        elif code == 0x15:
-            pc += jt if acc == k else jf
-        elif code == 0x45:
-            pc += jt if acc & k else jf
-        else:
-            raise AssertionError(f"unexpected instruction {code:#x}")
-        pc += 1
-    raise AssertionError("filter did not return")
-
-
 @pytest.mark.parametrize("allow_fork", [False, True])
 def test_seccomp_filter_denies_admin_calls(allow_fork):
     if not sys.platform.startswith("linux"):
@@ -623,16 +603,16 @@ def test_seccomp_filter_denies_admin_calls(allow_fork):
         prog, _ = _build_seccomp_filter(arch_name, allow_fork)
         for name in ADMIN_SYSCALLS:
             nr = _SYSCALLS[name][col]
-            assert _bpf_verdict(prog, nr, arch) == 0x00050001, (arch_name, name)  # EPERM
+            assert bpf_verdict(prog, nr, arch) == 0x00050001, (arch_name, name)  # EPERM
         for name, nrs in _SYSCALLS.items():
             if nrs[col] >= 0 and not (allow_fork and name in ("fork", "vfork")):
-                assert _bpf_verdict(prog, nrs[col], arch) == 0x00050001, (arch_name, name)
+                assert bpf_verdict(prog, nrs[col], arch) == 0x00050001, (arch_name, name)
         clone = 56 if col == 0 else 220
         # a thread is fine; a new namespace never; a process only with allow_fork
-        assert _bpf_verdict(prog, clone, arch, (0x00010000 | 0x00000F00,)) == 0x7FFF0000
-        assert _bpf_verdict(prog, clone, arch, (0x10000000 | 17,)) == 0x00050001
-        assert _bpf_verdict(prog, clone, arch, (17,)) == (0x7FFF0000 if allow_fork else 0x00050001)
-        assert _bpf_verdict(prog, 0 if col == 0 else 63, arch) == 0x7FFF0000  # read
+        assert bpf_verdict(prog, clone, arch, (0x00010000 | 0x00000F00,)) == 0x7FFF0000
+        assert bpf_verdict(prog, clone, arch, (0x10000000 | 17,)) == 0x00050001
+        assert bpf_verdict(prog, clone, arch, (17,)) == (0x7FFF0000 if allow_fork else 0x00050001)
+        assert bpf_verdict(prog, 0 if col == 0 else 63, arch) == 0x7FFF0000  # read
 
 
 _LIVE_PROBE = r"""
