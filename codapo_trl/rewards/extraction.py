@@ -152,9 +152,9 @@ def _stated_value(fragment: str) -> str | None:
 
 
 # A line of words after the phrase that introduces what follows and ends in a stating word and a colon ("The
-# probability is:", "который можно записать как:"): the answer is the display on the next line, read like a box, and
-# it must end the text (a fenced code block after it aside). A word in the line that qualifies, transforms or negates
-# what follows ("probably", "at least", "minus", "not", "不是") makes it no such line.
+# probability is:", "который можно записать как:"): the answer is the display on the next line, read like a box; no
+# number or math may follow it (words are not read; a fenced code block after it is skipped). A word in the line that
+# qualifies, transforms or negates what follows ("probably", "at least", "minus", "not", "不是") makes it no such line.
 _INTRODUCING_LINE_RE = re.compile(
     r"(?=[^\W\d_])([^\n]{0,400}?(?:\b(?:is|are|equals?|as|es|est|ist|sind|sont|son|è|é|beträgt|как|равн[аоы]?|равен|это)"
     r"|是|为|為|は))[ \t]*"

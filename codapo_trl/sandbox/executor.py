@@ -7,6 +7,9 @@ the outcome into an [`ExecutionResult`]. For `call` and `check` runs it also sta
 ([`codapo_trl.sandbox.judge`]), a process of its own that never runs the program's code, joined to the program's
 process by two pipes, and takes its verdict from the judge's standard output, which the program cannot reach.
 Detecting the layers and refusing to run below the floor is the job of [`codapo_trl.sandbox.Sandbox`].
+
+Length: about 600 lines: one execution's set-up, supervision and classification share the run's state (its pipes,
+its cgroups, the judge), and the output pacing they use is its own module (`codapo_trl.sandbox.pacing`).
 """
 
 from __future__ import annotations
