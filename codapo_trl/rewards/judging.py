@@ -473,9 +473,10 @@ def _member(text: str) -> Any:
 
 
 def _uncheckable(member: Any, value: Any) -> bool:
-    """Whether a member of a chain is written in names the value does not have (`\\pi_0 \\cdot C(N, 1)` in
-    `\\pi_1 = \\pi_0 \\cdot C(N, 1) = \\frac{N}{2^N}`: a letter or a function the question defines), so that
-    nothing can tell whether it equals the value; such a member cannot change the value read."""
+    """Whether a member of a chain is written in names of quantities the value does not have (`\\pi_0 \\cdot C(N, 1)`
+    in `\\pi_1 = \\pi_0 \\cdot C(N, 1) = \\frac{N}{2^N}`: an undefined function, a subscripted name), so that nothing
+    can tell whether it equals the value; such a member cannot change the value read. A plain letter is not such a
+    name, and a relation or an approximation never is."""
     from sympy.core.function import AppliedUndef
 
     if not isinstance(member, sympy.Expr) or not isinstance(value, sympy.Basic):
