@@ -1,6 +1,10 @@
 """seccomp: a tiny classic-BPF deny-list, assembled here and installed by the bootstrap just before the exec.
 
-Syscall numbers for the two architectures we support (x86_64, aarch64).
+Syscall numbers for the two architectures we support (x86_64, aarch64). Besides whole system calls it refuses a few
+by their arguments: signals to other processes, growing pipe buffers, new namespaces or processes, and (issue 61)
+new executable memory: no anonymous executable mapping, no mapping both writable and executable, no `mprotect` to
+executable, no personality that makes readable memory executable. Executable memory then only comes from files on
+executable mounts, which the `mountns` layer makes read-only (every writable mount is `noexec`).
 """
 
 from __future__ import annotations
@@ -75,6 +79,8 @@ _SYSCALLS = {
     "process_mrelease": (448, 448),
     "fork": (57, -1),
     "vfork": (58, -1),
+    # Deprecated (Linux 3.16) and unused by the standard library; it keeps a mapping's protection, refused anyway.
+    "remap_file_pages": (216, 234),
     # Memory no rlimit counts (issue 61): memfd files are not in RLIMIT_AS and can be loaded as native code
     # (`dlopen("/proc/self/fd/N")`), SysV shared memory outlives the process in the host's IPC namespace.
     "memfd_create": (319, 279),
@@ -118,6 +124,17 @@ _CLONE = {"clone": (56, 220), "clone3": (435, 435)}
 # at the default 64 KiB the max_open_files / 2 pipes a program can have hold 2 MiB at most.
 _FCNTL = (72, 25)
 _F_SETPIPE_SZ = 1031
+# New executable memory (issue 61: with a memory-unsafe code object a program writes machine code into an RWX
+# mapping and runs it). mmap: refused when executable and anonymous, or executable and writable (a private,
+# copy-on-write mapping of a readable library would be writable code); file-backed executable mappings stay, as
+# the dynamic loader maps shared libraries and extension modules that way. mprotect / pkey_mprotect: never to
+# executable (the loader only lowers protections: RELRO, holes). personality: only the query and PER_LINUX
+# (READ_IMPLIES_EXEC would make every readable mapping, heap and stacks included, executable).
+_MMAP = (9, 222)
+_MPROTECT = {"mprotect": (10, 226), "pkey_mprotect": (329, 288)}
+_PERSONALITY = (135, 92)
+_PROT_WRITE, _PROT_EXEC, _MAP_ANONYMOUS = 0x2, 0x4, 0x20
+_PERSONALITY_QUERY, _PER_LINUX = 0xFFFFFFFF, 0
 _CLONE_THREAD = 0x00010000
 # CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET
 _CLONE_NEW_ANY = 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000 | 0x40000000
@@ -161,6 +178,7 @@ def _build_seccomp_filter(arch: str, allow_fork: bool) -> tuple[bytes, list[int]
                 patch.append(base + j)
         insns += body
     off_arg1 = off_arg0 + 8
+    insns += _executable_memory_rules(col, eperm, allow)
     insns += [
         [jeq_k, 0, 4, _FCNTL[col]],
         [ld_w_abs, 0, 0, off_arg1],
@@ -189,3 +207,40 @@ def _build_seccomp_filter(arch: str, allow_fork: bool) -> tuple[bytes, list[int]
         insns += [[jeq_k, 0, 1, nrs[col]], [ret_k, 0, 0, eperm]]
     insns.append([ret_k, 0, 0, allow])
     return b"".join(struct.pack("=HBBI", *ins) for ins in insns), patch
+
+
+def _executable_memory_rules(col: int, eperm: int, allow: int) -> list[list[int]]:
+    """The instructions (column `col` of the syscall tables) that refuse new executable memory with `eperm`.
+
+    Only the low 32 bits of each argument are read: every bit tested is there (the kernel's `personality` takes an
+    `unsigned int`), and the higher bits of `prot` and `flags` do not change what these bits mean.
+    """
+    ld_w_abs, jeq_k, jset_k, ret_k = 0x20, 0x15, 0x45, 0x06
+    off_arg0, off_arg2, off_arg3 = 16, 32, 40
+    mmap = [
+        [ld_w_abs, 0, 0, off_arg2],  # prot
+        [jset_k, 0, 4, _PROT_EXEC],  # not executable: allow
+        [jset_k, 2, 0, _PROT_WRITE],  # writable and executable: EPERM
+        [ld_w_abs, 0, 0, off_arg3],  # flags
+        [jset_k, 0, 1, _MAP_ANONYMOUS],  # anonymous and executable: EPERM; file-backed, read-only: allow
+        [ret_k, 0, 0, eperm],
+        [ret_k, 0, 0, allow],
+    ]
+    insns = [[jeq_k, 0, len(mmap), _MMAP[col]], *mmap]
+    for nrs in _MPROTECT.values():
+        insns += [
+            [jeq_k, 0, 4, nrs[col]],
+            [ld_w_abs, 0, 0, off_arg2],
+            [jset_k, 0, 1, _PROT_EXEC],
+            [ret_k, 0, 0, eperm],
+            [ret_k, 0, 0, allow],
+        ]
+    insns += [
+        [jeq_k, 0, 5, _PERSONALITY[col]],
+        [ld_w_abs, 0, 0, off_arg0],
+        [jeq_k, 2, 0, _PERSONALITY_QUERY],
+        [jeq_k, 1, 0, _PER_LINUX],
+        [ret_k, 0, 0, eperm],
+        [ret_k, 0, 0, allow],
+    ]
+    return insns
