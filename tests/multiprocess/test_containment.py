@@ -8,7 +8,9 @@ honest counterpart (ordinary memory, a temporary file, the standard library's ow
 working. Resources no pure-Python program can reach (SysV shared memory, aio, inotify, message queues and
 semaphores need native code, which the layers refuse: see `test_written_code_is_not_executed` and
 `test_native_modules_outside_the_stdlib_are_hidden`) are tested on the seccomp filter itself, for real as root in a
-child process, and on the IPC namespace alone. docs/isolation.md's resource table points at these tests.
+child process, and on the IPC namespace alone. New executable memory is tried from pure Python (mmap), from native
+code (ctypes, with the layers that mask it off) and from an opted-in native module (cffi). docs/isolation.md's
+resource table points at these tests.
 
 Configurations: "all" (every layer the detector finds) and each single layer off that the floor accepts; those it
 refuses are listed with the reason in `test_refused_configurations_name_the_missing_layer`. The user-namespace
@@ -371,6 +373,238 @@ def test_allow_native_modules_lets_them_load():
         pytest.skip("no _cffi_backend on this machine to try")
     result = _sandbox("all", allow_native_modules=True).run(FOREIGN.format(paths=paths[:1], dirs=[]))
     assert result.ok and paths[0] in result.stdout, result
+
+
+# ---------------------------------------------------------------------------------------------------- executable memory
+
+EXEC_MEMORY = """
+import _posixshmem, glob, math, mmap, os, sys, threading
+import _decimal, _hashlib, _json, _sqlite3, pyexpat, zlib
+R, W, X = mmap.PROT_READ, mmap.PROT_WRITE, mmap.PROT_EXEC
+out = []
+def attempt(name, make):
+    try:
+        make().close()
+        out.append(name + ":ok")
+    except PermissionError:
+        out.append(name + ":refused")
+    except OSError as exc:
+        out.append(name + ":" + type(exc).__name__)
+lib = glob.glob(sys.base_prefix + "/lib/python3*/lib-dynload/_json*.so")[0]
+lib_fd = os.open(lib, os.O_RDONLY)
+with open(lib, "rb") as f:
+    code = f.read()
+# new executable memory: anonymous, or a copy-on-write library made writable
+attempt("anon_rwx", lambda: mmap.mmap(-1, 1 << 16, prot=R | W | X))
+attempt("anon_rx", lambda: mmap.mmap(-1, 1 << 16, prot=R | X))
+attempt("anon_shared_rwx", lambda: mmap.mmap(-1, 1 << 16, flags=mmap.MAP_SHARED, prot=R | W | X))
+attempt("lib_private_rwx", lambda: mmap.mmap(lib_fd, 4096, flags=mmap.MAP_PRIVATE, prot=R | W | X))
+# what honest programs and the dynamic loader do
+attempt("anon_rw", lambda: mmap.mmap(-1, 1 << 16))
+attempt("lib_private_rx", lambda: mmap.mmap(lib_fd, 4096, flags=mmap.MAP_PRIVATE, prot=R | X))
+def written(where):  # a file the program writes: in a directory, or in /dev/shm as multiprocessing does
+    if where == "/dev/shm":
+        fd = _posixshmem.shm_open("/codapo-code", os.O_CREAT | os.O_RDWR, 0o600)
+    else:
+        fd = os.open(where + "/code.bin", os.O_CREAT | os.O_RDWR, 0o600)
+    os.write(fd, code)
+    return fd
+for d in (".", "/tmp", "/var/tmp", "/dev/shm"):  # mapped executable / read-only
+    try:
+        fd = written(d)
+    except OSError:
+        continue  # not writable here (Landlock, the audit hook)
+    attempt("written_rx" + d, lambda: mmap.mmap(fd, 4096, flags=mmap.MAP_PRIVATE, prot=R | X))
+    attempt("written_r" + d, lambda: mmap.mmap(fd, 4096, access=mmap.ACCESS_READ))
+if {fork}:  # a child inherits the filter
+    pid = os.fork()
+    if pid == 0:
+        try:
+            mmap.mmap(-1, 4096, prot=R | W | X)
+            os._exit(3)
+        except PermissionError:
+            os._exit(4)
+    out.append("child_anon_rwx:" + {{3: "ok", 4: "refused"}}.get(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]), "?"))
+done = []
+threads = [threading.Thread(target=lambda: done.append(math.factorial(2000) > 0)) for _ in range(4)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+out.append("threads:%d" % len(done))
+out.append("modules:" + _json.encode_basestring("a") + str(_decimal.Decimal(1) / 8) + str(zlib.crc32(b"a")))
+print(" ".join(out))
+"""
+
+
+@pytest.mark.parametrize("fork", [False, True], ids=["one-process", "allow_fork"])
+@pytest.mark.parametrize("config", CONFIGS)
+def test_no_new_executable_memory(config, fork):
+    """No new executable memory (issue 61: a memory-unsafe code object wrote machine code into an RWX mapping and
+    ran it, redteam61 `oob_native`): seccomp refuses anonymous executable mappings and writable executable ones
+    (a private copy of a library), the mountns layer's noexec mounts every file the program writes (with
+    allow_fork: /dev/shm too), and a forked child inherits it all. Honest counterparts in the same run: anonymous
+    read-write memory, the loader's read-only executable mapping of a library, a read-only mapping of a written
+    file, extension modules and threads."""
+    if fork and _gaps(config, allow_fork=True):
+        pytest.skip("allow_fork is refused without the cgroup layer (test_memory_of_forked_processes_...)")
+    result = _sandbox(config, **({"allow_fork": True} if fork else {})).run(EXEC_MEMORY.format(fork=fork))
+    assert result.ok, (config, result)
+    got = dict(item.split(":", 1) for item in result.stdout.split())
+    for hostile in ("anon_rwx", "anon_rx", "anon_shared_rwx", "lib_private_rwx", "written_rx."):
+        assert got.pop(hostile) == "refused", (config, hostile, result.stdout)
+    for honest in ("anon_rw", "lib_private_rx", "written_r."):
+        assert got.pop(honest) == "ok", (config, honest, result.stdout)
+    assert got.pop("threads") == "4" and got.pop("modules") == '"a"0.1253904355907', (config, result.stdout)
+    if fork:
+        assert got.pop("child_anon_rwx") == "refused", (config, result.stdout)
+        assert "written_rx/dev/shm" in got, (config, result.stdout)  # writable with allow_fork (multiprocessing)
+    for name, outcome in got.items():  # the other writable directories of this configuration
+        assert outcome == ("refused" if name.startswith("written_rx") else "ok"), (config, name, result.stdout)
+
+
+# Raw system calls, for which a program needs native code: ctypes, which the mountns layer masks and the audit hook
+# refuses, so these runs have seccomp as the only layer that could refuse them (below the floor, on purpose).
+NATIVE_EXEC_MEMORY = """
+import ctypes, mmap, os
+NR = {nrs!r}
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+libc.syscall.argtypes = [ctypes.c_long] * 7
+page = mmap.mmap(-1, 1 << 16)
+addr = ctypes.addressof(ctypes.c_char.from_buffer(page))
+out = []
+def call(label, name, *args):
+    ctypes.set_errno(0)
+    rc = libc.syscall(NR[name], *args, *[0] * (6 - len(args)))
+    err = ctypes.get_errno()
+    try:
+        if rc == -1:
+            raise OSError(err, os.strerror(err))
+        out.append(label + ":ok")
+    except PermissionError:
+        out.append(label + ":refused")
+    except OSError as exc:
+        out.append(label + ":" + type(exc).__name__)
+R, W, X = 1, 2, 4
+call("mprotect_rx", "mprotect", addr, 4096, R | X)
+call("mprotect_rwx", "mprotect", addr + 4096, 4096, R | W | X)
+call("pkey_mprotect_rx", "pkey_mprotect", addr + 8192, 4096, R | X, -1)
+call("mmap_anon_rwx", "mmap", 0, 4096, R | W | X, 0x22, -1, 0)  # MAP_PRIVATE | MAP_ANONYMOUS
+call("personality_read_implies_exec", "personality", 0x0400000)
+call("mprotect_r", "mprotect", addr + 12288, 4096, R)  # honest: lowering and restoring a protection
+call("mprotect_rw", "mprotect", addr + 12288, 4096, R | W)
+call("mmap_anon_rw", "mmap", 0, 4096, R | W, 0x22, -1, 0)
+call("personality_query", "personality", 0xFFFFFFFF)
+page[12288] = 1  # still writable
+print(" ".join(out))
+"""
+_EXEC_NRS = {
+    "x86_64": {"mmap": 9, "mprotect": 10, "pkey_mprotect": 329, "personality": 135},
+    "aarch64": {"mmap": 222, "mprotect": 226, "pkey_mprotect": 288, "personality": 92},
+}
+
+
+def test_native_code_cannot_make_memory_executable():
+    """With native code (here ctypes, unmasked on purpose: mountns and the audit hook are off) a program calls
+    mprotect, pkey_mprotect, mmap and personality itself: seccomp refuses every way to executable memory and lets
+    the honest calls through. The same program without seccomp succeeds, so the refusals are the filter's."""
+    if "seccomp" not in _ALL.active or os.uname().machine not in _EXEC_NRS:
+        pytest.skip("needs the seccomp layer on x86_64 or aarch64")
+    program = NATIVE_EXEC_MEMORY.format(nrs=_EXEC_NRS[os.uname().machine])
+    hostile = ("mprotect_rx", "mprotect_rwx", "pkey_mprotect_rx", "mmap_anon_rwx", "personality_read_implies_exec")
+    for off, expected in ((frozenset(), "refused"), (frozenset({"seccomp"}), "ok")):
+        config = SandboxConfig(**FAST, disable=frozenset({"mountns", "audit"}) | off, allow_below_floor=True)
+        with Sandbox(config, max_workers=1) as sb:
+            result = sb.run(program)
+        assert result.ok, (off, result)
+        got = dict(item.split(":", 1) for item in result.stdout.split())
+        assert {name: got.pop(name) for name in hostile} == dict.fromkeys(hostile, expected), (off, result.stdout)
+        assert got == dict.fromkeys(("mprotect_r", "mprotect_rw", "mmap_anon_rw", "personality_query"), "ok"), got
+
+
+CFFI_EXEC_MEMORY = """
+import importlib.machinery, mmap, sys
+class SitePackages:  # top-level modules found there too, as they would be with `site`
+    @staticmethod
+    def find_spec(name, path=None, target=None):
+        return importlib.machinery.PathFinder.find_spec(name, {dirs!r}) if path is None else None
+sys.meta_path.append(SitePackages)
+import cffi
+ffi = cffi.FFI()
+ffi.cdef("int mprotect(void *addr, size_t len, int prot); int abs(int);")
+libc = ffi.dlopen(None)
+page = mmap.mmap(-1, 1 << 16)
+out = ["abs:%d" % libc.abs(-3), "mprotect_r:%d" % libc.mprotect(ffi.from_buffer(page), 4096, 1)]
+ffi.errno = 0
+out.append("mprotect_rx:%d,%d" % (libc.mprotect(ffi.from_buffer(page), 4096, 5), ffi.errno))
+try:  # a callback is a trampoline libffi writes into executable memory
+    out.append("callback:%d" % ffi.callback("int(int)", lambda x: x + 1)(1))
+except MemoryError:
+    out.append("callback:refused")
+print(" ".join(out))
+"""
+
+
+def test_allow_native_modules_gives_no_executable_memory():
+    """The opt-in `allow_native_modules=True` gives programs native code (site-packages' cffi calls any libc
+    function), but no new executable memory: seccomp refuses mprotect to PROT_EXEC (EPERM) and libffi's callback
+    trampolines. Calls into existing code still work."""
+    python = _ALL.python_executable
+    dirs = glob.glob(os.path.dirname(os.path.dirname(python)) + "/lib/python3*/site-packages")
+    if not any(os.path.isdir(os.path.join(d, "cffi")) for d in dirs):
+        pytest.skip("no cffi in the runner interpreter's site-packages on this machine")
+    result = _sandbox("all", allow_native_modules=True).run(CFFI_EXEC_MEMORY.format(dirs=dirs))
+    assert result.ok, result
+    assert result.stdout.split() == ["abs:3", "mprotect_r:0", "mprotect_rx:-1,1", "callback:refused"], result
+
+
+@pytest.mark.parametrize("allow_fork", [False, True])
+def test_seccomp_refuses_new_executable_memory(allow_fork):
+    """The filter on both architectures: executable mappings only of files and never writable, mprotect never to
+    executable, only the personality query and PER_LINUX; whatever the upper 32 bits of the arguments hold."""
+    eperm, allow = 0x00050001, 0x7FFF0000
+    R, W, X, SHARED, PRIVATE, ANON = 1, 2, 4, 0x01, 0x02, 0x20
+    for arch_name, arch, nrs in (
+        ("x86_64", 0xC000003E, {"mmap": 9, "mprotect": 10, "pkey_mprotect": 329, "personality": 135}),
+        ("aarch64", 0xC00000B7, {"mmap": 222, "mprotect": 226, "pkey_mprotect": 288, "personality": 92}),
+    ):
+        prog, _ = _build_seccomp_filter(arch_name, allow_fork)
+        mmap_cases = [
+            (R | W | X, PRIVATE | ANON, eperm),
+            (R | X, PRIVATE | ANON, eperm),
+            (X, SHARED | ANON, eperm),
+            (R | W | X, PRIVATE, eperm),  # a file's private copy, writable and executable
+            (R | W | X, SHARED, eperm),
+            (R | X | (1 << 32), PRIVATE | ANON | (1 << 40), eperm),
+            (R | X, PRIVATE, allow),  # the dynamic loader's code segments
+            (R | X, PRIVATE | 0x800, allow),  # MAP_DENYWRITE
+            (R | W, PRIVATE | ANON, allow),
+            (R | W, SHARED | ANON, allow),
+            (0, PRIVATE | ANON, allow),  # the loader's reservation (PROT_NONE)
+            (R | W | (1 << 34), SHARED, allow),  # bit 2 of the upper half is not PROT_EXEC
+        ]
+        for prot, flags, expected in mmap_cases:
+            verdict = bpf_verdict(prog, nrs["mmap"], arch, (0, 4096, prot, flags, 3, 0))
+            assert verdict == expected, (arch_name, hex(prot), hex(flags))
+        for name in ("mprotect", "pkey_mprotect"):
+            for prot, expected in (
+                (R | X, eperm),
+                (X, eperm),
+                (R | W | X, eperm),
+                (R, allow),
+                (R | W, allow),
+                (0, allow),
+            ):
+                assert bpf_verdict(prog, nrs[name], arch, (1 << 20, 4096, prot, 0)) == expected, (
+                    arch_name,
+                    name,
+                    prot,
+                )
+        for persona, expected in ((0xFFFFFFFF, allow), (0, allow), (0x0400000, eperm), (0x0040000, eperm), (8, eperm)):
+            assert bpf_verdict(prog, nrs["personality"], arch, (persona,)) == expected, (arch_name, hex(persona))
+        remap = _SYSCALLS["remap_file_pages"][0 if arch_name == "x86_64" else 1]
+        assert bpf_verdict(prog, remap, arch) == eperm, arch_name
 
 
 # ---------------------------------------------------------------------------------------------------- the kernel
