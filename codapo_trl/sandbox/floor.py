@@ -39,8 +39,9 @@ def floor_gaps(
     tmpfs), SysV shared memory (`seccomp` refuses it; the private IPC namespace of `netns` frees it with the run
     and, as root, bounds it); no code the program writes runs (`mountns`: every writable mount `noexec`;
     `seccomp`: no memfd, which `dlopen` would map from `/proc/self/fd`; `landlock` or `audit`: no
-    `/proc/self/mem`); no native module outside the standard library (`mountns` hides them, unless
-    `allow_native_modules`); no host-wide kernel resource taken (`seccomp` refuses aio, inotify, message queues,
+    `/proc/self/mem`); no new executable memory (`seccomp`: no anonymous or writable executable mapping, no
+    `mprotect` to executable, so machine code written through a memory bug never runs); no native module outside the
+    standard library (`mountns` hides them, unless `allow_native_modules`); no host-wide kernel resource taken (`seccomp` refuses aio, inotify, message queues,
     semaphores and keyrings). docs/isolation.md has the table: resource, bound, layer, test. `trainer_is_root`
     defaults to whether this process runs as root (root's own uid is exempt from `RLIMIT_NPROC`).
     """
@@ -70,6 +71,10 @@ def floor_gaps(
         )
         gaps.append(
             "host-wide kernel resources not exhausted: aio contexts, inotify, message queues, semaphores, keyrings "
+            "(needs the seccomp layer)"
+        )
+        gaps.append(
+            "no new executable memory: no anonymous or writable executable mapping, no mprotect to executable "
             "(needs the seccomp layer)"
         )
     if "mountns" not in have:
