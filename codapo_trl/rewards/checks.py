@@ -20,6 +20,8 @@ from codapo_trl.answers import braced_group
 __all__ = [
     "cases_rows",
     "choice_letter",
+    "named_option",
+    "same_left_side",
     "looks_like_prose",
     "plain_number",
     "precheck",
@@ -160,16 +162,34 @@ _LABEL_RE = re.compile(r"[(\[]?\s*([A-Ja-j])\s*(?:[)\].:]|$)")
 _COMMAND_RE = re.compile(r"\\[A-Za-z]+")
 
 
-def choice_letter(answer: str, strict: bool = True) -> str | None:
+def choice_letter(answer: str, strict: bool = True, question: str = "") -> str | None:
     """The option letter A-J that `answer` names (`"B"`, `"(b)"`, `"\\text{(B)}"`, `"(B)\\ 70"`), upper-cased, or
     `None`.
 
     The answer must name one option: a letter, closed by a bracket or a full stop unless it stands alone, then at
-    most the option's own value with no letter in it. `(B) or (C)`, `(A) (B) (C) (D)`, `B, C` and `BC` name no single
-    option. A lower-case letter only counts when it stands alone, so "a prime number" is not option A. With
-    `strict=False` (gold answers) a letter followed by any text is accepted.
+    most the option's own text as the question writes it after that letter (`"D) no horizontal asymptotes"`,
+    `"C) f(5)=-5"`, `"A) 1/6"` for `\\text{A)}\\ & \\frac16`), or, where the question lists no such option, a value
+    with no letter in it. Where the question lists the option, any other text after the letter names a second one
+    (`"A) π/3"` when option A is `\\frac{\\pi}{6}`): no single option. `(B) or (C)`, `(A) (B) (C) (D)`, `B, C`
+    and `BC` name no single option. A lower-case letter only counts when it stands alone, so "a prime number" is not
+    option A. With `strict=False` (gold answers) a letter followed by any text is accepted. A letter with a value in
+    other notation is compared as a value by the grader (`named_option`).
+
+    Example:
+        ```python
+        >>> question = "Which is odd? \\\\text{A)}\\\\ & f(x)=x^2 & \\\\text{B)}\\\\ & f(x)=x^3"
+        >>> choice_letter("B) f(x)=x^3", question=question), choice_letter("B) f(x)=x^3 or A", question=question)
+        ('B', None)
+        >>> choice_letter("A) f(x)=x^3", question=question), choice_letter("B) f(x)=x", question=question)
+        (None, None)
+        >>> listed = "(A) 60 (B) 70"
+        >>> choice_letter("(B) 70"), choice_letter("(B) 71", question=listed), choice_letter("(B) 70", question=listed)
+        ('B', None, 'B')
+
+        ```
     """
     text = _unwrap_text(answer).replace("$", "").replace("*", "").strip()
+    text = _OPTION_WORD_RE.sub("", text)  # "Option C", "Choice (B)"
     match = re.fullmatch(r"[(\[]?\s*([A-Ja-j])\s*[)\]]?\s*\.?", text)
     if match is not None:
         return match.group(1).upper()
@@ -179,8 +199,106 @@ def choice_letter(answer: str, strict: bool = True) -> str | None:
     match = _LABEL_RE.match(text)
     if match is None or not match.group(1).isupper():
         return None
-    rest = _COMMAND_RE.sub(" ", text[match.end() :])
-    return match.group(1) if not re.search(r"[A-Za-z]", rest) else None
+    letter, rest = match.group(1), text[match.end() :]
+    if not rest.strip(" .") or _is_option_text(letter, rest, question):
+        return letter
+    if _lists_option(letter, question):
+        return None  # a value the question's option does not write: the letter and the value name two options
+    return letter if not re.search(r"[A-Za-z]", _COMMAND_RE.sub(" ", rest)) else None
+
+
+# An option as a question lists it: its letter closed by a bracket or a full stop, then its text up to the next
+# option, line or column (`\text{A)}\ & f(x)=3(2x-3)^2 &`, `(B) 12, (C) 13`, `C. None of these`).
+_OPTION_WORD_RE = re.compile(r"^(?:option|choice)\s+(?=[(\[]?\s*[A-Ja-j]\b)", re.IGNORECASE)
+# Blanks, math delimiters, alignment marks, and a command's backslash and braces (`\\cos^{2}x` is `cos^2x`): how the
+# question and the answer write an option's text may differ only in these.
+_OPTION_SEPARATORS_RE = re.compile(r"\\\\|&|\n|\\[ ,;:!]|\\q?quad\b|~|\$|\\[()\[\]]|\s+")
+
+
+_OPTION_FRAC_RE = re.compile(r"\\[dt]?frac\s*\{([^{}]*)\}\s*\{([^{}]*)\}")
+_OPTION_SYMBOLS = str.maketrans({"\u03c0": "pi", "\u221a": "sqrt", "\u2212": "-", "\u2264": "leq", "\u2265": "geq"})
+
+
+def _flatten_option(text: str) -> str:
+    """`text` with its `\\text{}` groups unwrapped, every blank, math delimiter and alignment mark taken out, `\\frac`
+    written as `/` and `π`, `√` as their names."""
+    text = _OPTION_FRAC_RE.sub(r"(\1)/(\2)", _unwrap_text(text)).translate(_OPTION_SYMBOLS)
+    text = re.sub(r"\\le(?![a-z])", r"\\leq", re.sub(r"\\ge(?![a-z])", r"\\geq", text))
+    flat = _OPTION_SEPARATORS_RE.sub("", text).replace("\\", "").replace("{", "").replace("}", "").rstrip(".,;")
+    return _FRACTION_PART_RE.sub(lambda m: m.group(1) or m.group(2), flat)  # `(1)/(6)` is `1/6`
+
+
+_FRACTION_PART_RE = re.compile(r"\((\w+)\)(?=/)|(?<=/)\((\w+)\)")
+
+
+def _is_option_text(letter: str, rest: str, question: str) -> bool:
+    """Whether `rest` is the text the question gives option `letter`, whole: after the letter's mark, and followed
+    by the next option, the end of a line or the end of the question (blanks and alignment marks not compared)."""
+    written = (
+        _flatten_option(rest).lower().replace(",", "")
+    )  # "Horizontal Asymptote" is `\\text{horizontal asymptote}`
+    if not written or not question:
+        return False
+    lines = re.sub(r"\\\\|\n", "\n", _unwrap_text(question)).split("\n")
+    flat = "\n".join(_flatten_option(line).lower().replace(",", "") for line in lines)
+    letter = letter.lower()
+    for mark in (f"({letter})", f"{letter})", f"{letter}."):
+        start = flat.find(mark + written)
+        while start != -1:
+            end = start + len(mark) + len(written)
+            if end == len(flat) or flat[end] in "\n;" or re.match(r"\(?[a-j][).]", flat[end : end + 3]):
+                return True
+            start = flat.find(mark + written, start + 1)
+    return False
+
+
+_OPTION_MARK_RE = re.compile(r"(?:^|(?<=[\s&(]))(?:\((?P<a>[A-J])\)|(?P<b>[A-J])[).])(?=[\s\\&$]|$)", re.MULTILINE)
+_OPTION_END_RE = re.compile(r"\\\\|\n")
+
+
+def _listed_options(question: str) -> dict[str, str]:
+    """The options a question lists, letter -> text as written (`\\text{}` unwrapped): each mark (`(B)`, `B)`, `B.`)
+    after a blank, a line's start or an alignment mark, its text up to the next mark or the end of its line; only
+    where two letters or more are listed."""
+    text = _unwrap_text(question)
+    marks = list(_OPTION_MARK_RE.finditer(text))
+    options: dict[str, str] = {}
+    for mark, after in zip(marks, marks[1:] + [None]):
+        body = text[mark.end() : after.start() if after is not None else len(text)]
+        cut = _OPTION_END_RE.search(body)
+        body = (body[: cut.start()] if cut else body).replace("&", " ").replace("\\ ", " ").strip(" \t.,;")
+        options.setdefault(mark.group("a") or mark.group("b"), body)
+    return options if len(options) >= 2 else {}
+
+
+def _lists_option(letter: str, question: str) -> bool:
+    """Whether the question lists option `letter` with its text (`_listed_options`)."""
+    return bool(question) and letter in _listed_options(question)
+
+
+def same_left_side(value: str, option: str) -> bool:
+    """Whether a value and an option that are both relations (`f(5)=-5`) relate the same left side, as written (blanks,
+    delimiters and notation as `_flatten_option` ignores them): in an option the left side is its text, not a label
+    (`C) f(15) = -5` is not option `f(5)=-5`). A value that labels an option's plain value (`x = \\frac{5\\pi}{6}`)
+    agrees."""
+    if "=" not in value or "=" not in option:
+        return True
+    return _flatten_option(value.split("=", 1)[0]).lower() == _flatten_option(option.split("=", 1)[0]).lower()
+
+
+def named_option(answer: str, question: str) -> tuple[str, str, str] | None:
+    """`(letter, value, the option's text)` for an answer that writes a letter the question lists and a value after
+    it in its own notation (`"A) -16m^4p^6/n^5"` for `\\text{A)}\\ & \\frac{-16m^4p^6}{n^5}`), to be compared with
+    the option's text as values; `None` for any other answer."""
+    text = _OPTION_WORD_RE.sub("", _unwrap_text(answer).replace("$", "").replace("*", "").strip())
+    match = _LABEL_RE.match(text)
+    if match is None or not match.group(1).isupper() or not question:
+        return None
+    rest = text[match.end() :].strip(" .")
+    option = _listed_options(question).get(match.group(1))
+    if not rest or not option:
+        return None
+    return match.group(1), rest, option
 
 
 _ENVIRONMENT_RE = re.compile(r"\\(?:begin|end)\s*\{[A-Za-z*]+\}")

@@ -1,6 +1,6 @@
 """Compare: whether two typed values are the same value, exactly (run in the grader's worker processes).
 
-Length: about 720 lines: typed values and the exact equality of each type (numbers, decimals at a precision,
+Length: about 730 lines: typed values and the exact equality of each type (numbers, decimals at a precision,
 expressions in letters, sums, collections, intervals and relations) are one job, comparing; the judgement of what an
 answer states, against the question, is `judging`'s.
 
@@ -512,10 +512,23 @@ def _matches_decimal_gold(answer: Any, gold: Any, ulp: Fraction | None) -> bool:
     """A decimal gold is matched at the precision it is written in: the answer, rounded half up at the gold's last
     place, is the gold (`0.333` and `\\frac13` for `0.33`; not `0.3`)."""
     a, g = _as_fraction(answer), _as_fraction(gold)
-    if a is None or g is None or ulp is None:
+    if a is None or g is None:
+        return False
+    own = _places_ulp(g)  # a member of a collection has its own places: `(4.8, 2.28)` is not matched at tenths
+    if own is not None and (ulp is None or own < ulp):
+        ulp = own
+    if ulp is None:
         return False
     rounded = math.floor(a / ulp + Fraction(1, 2)) * ulp
     return rounded == g
+
+
+def _places_ulp(value: Fraction) -> Fraction | None:
+    """The unit in the last decimal place `value` needs (`2.28` -> 1/100), up to 30 places; `None` past them."""
+    for places in range(31):
+        if (value * 10**places).denominator == 1:
+            return Fraction(1, 10**places)
+    return None
 
 
 def _written_ulp(text: str) -> Fraction | None:

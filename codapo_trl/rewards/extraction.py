@@ -3,8 +3,9 @@ run in the calling process).
 
 Only an anchored answer is paid: the content of the last brace-matched `\\boxed{...}` (or `\\fbox{...}`; the box rule
 is `codapo_trl.answers.last_boxed`), otherwise the text after the last explicit final-answer phrase ("the answer is
-...", "Final answer: ...", "#### ..."). A bare expression somewhere in the text earns 0: with math-verify's default
-extraction a model learned to answer "What is 5 + 2?" with "5 + 2 =", which parses to 7. The one value read is that
+...", "Final answer: ...", "#### ...") or the value of the last JSON `"answer"` field, whichever comes last. A bare
+expression somewhere in the text earns 0: with math-verify's default extraction a model learned to answer "What is
+5 + 2?" with "5 + 2 =", which parses to 7. The one value read is that
 answer: text after the last box is not read, except a mark written against the box that continues the value it shows
 (`box_in_expression`: `\\boxed{2}^{10}`, `-\\boxed{23}`).
 """
@@ -12,6 +13,7 @@ answer: text after the last box is not read, except a mark written against the b
 from __future__ import annotations
 
 import re
+from decimal import Decimal
 
 from codapo_trl.answers import contains_box, last_boxed, text_around_last_box
 from codapo_trl.rewards.form_reading import changes_value as _changes_value
@@ -109,10 +111,106 @@ _AFTER_PHRASE_RE = re.compile(r"^[ \t\r\n*:：}]*(?:\.(?=\s))?[ \t\r\n*:：}]*")
 _CJK_ANCHOR_RE = re.compile(r"[\u3040-\u30ff\u4e00-\u9fff\uac00-\ud7af]")
 
 
-def _after_last_phrase(text: str, question: str = "") -> str | None:
+# A JSON field named "answer", as a model writes when the prompt asks it to end with `{"reasoning": ..., "answer":
+# ...}`: an anchor like a phrase. Its value is a JSON string (one line, escapes decoded) or a JSON number, and what
+# follows it is the next key or the end of its object (`"5" if x else "6"`, `"5" + "0"` and `5, 6` are no JSON value);
+# anything else (an array, an object, `null`, a string that never closes) states no answer.
+_JSON_ANSWER_RE = re.compile(r'"answer"\s*:\s*')
+_JSON_VALUE_RE = re.compile(
+    r'(?:"((?:[^"\\\n]|\\[^\n])*)"(?=\s*$)|(?:"((?:[^"\\\n]|\\[^\n])*)"|(-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][-+]?\d+)?))'
+    r'(?=\s*(?:,\s*(?:"|\}|$)|\}))'
+    # an expression written without quotes, not valid JSON (`"answer": 869/27`), up to the next key or the end of
+    # its object (an expression's characters only: no quotes, commas, marks or units)
+    r'|(?!(?:null|true|false)\b)([\w.+\-*/^()\\][\w .+\-*/^()\\]*?)(?=,?[ \t]*(?:\n\s*)?\}|,\s*"[^"\n]*"\s*:))'
+)
+# After the object: closing brackets, quotes or emphasis, a full stop or a comment, then the end of its line or a code
+# fence (`{"answer": "5"}["answer"] + "0"` is code).
+_JSON_AFTER_OBJECT_RE = re.compile(r"[ \t\]}`'\"*)]*(?:```|[.,;]?[ \t]*(?://[^\n]*)?(?:\n|$))")
+# JSON's escapes. `\b`, `\f`, `\n`, `\r` and `\t` before a letter are LaTeX commands written under-escaped
+# (`\frac`, `\neq`, `\times`), kept as written; any other backslash is kept too (`\(`, `\,`).
+_JSON_ESCAPE_RE = re.compile(r'\\(?:u([0-9a-fA-F]{4})|(["\\/])|([bfnrt])(?![A-Za-z]))')
+_JSON_WHITESPACE = {"b": " ", "f": " ", "n": "\n", "r": "\r", "t": "\t"}  # a space: never two digits made one
+_JSON_SCAN_RE = re.compile(r'"(?:[^"\\\n]|\\.)*"|[{}]')
+
+
+def _json_escape(match: re.Match[str]) -> str:
+    code, literal, blank = match.groups()
+    if code is not None:
+        return chr(int(code, 16))
+    return literal if literal is not None else _JSON_WHITESPACE[blank]
+
+
+def _json_object_end(text: str, start: int) -> int:
+    """Where the JSON object around `start` closes (the index after its `}`), or `len(text)` if it never does; one
+    scan of the strings and braces after `start` (linear in the text)."""
+    depth = 1
+    for token in _JSON_SCAN_RE.finditer(text, start):
+        if token.group() == "{":
+            depth += 1
+        elif token.group() == "}":
+            depth -= 1
+            if depth == 0:
+                return token.end()
+    return len(text)
+
+
+def _json_answer(text: str, question: str = "") -> tuple[int, int, str | None] | None:
+    """The last `"answer": value` field of `text` outside the object of an earlier one: `(where it starts, where
+    its object ends, the value read)`, the value `None` when it is no JSON string or number; `None` if `text` has no
+    such field. A field inside an earlier field's object (an unescaped quote in its "reasoning") is part of that
+    object, not read; the fields are found in one pass (linear in the text)."""
+    last, position = None, 0
+    while (field := _JSON_ANSWER_RE.search(text, position)) is not None:
+        value = _JSON_VALUE_RE.match(text, field.end())
+        end = _json_object_end(text, field.end() if value is None else value.end())
+        last, position = (field.start(), end, value), max(end, field.end())
+    if last is None:
+        return None
+    start, end, value = last
+    if value is None or (end < len(text) and not _JSON_AFTER_OBJECT_RE.match(text, end)):
+        return start, end, None
+    if value.group(3) is not None:
+        return start, end, _json_number(value.group(3))
+    if value.group(4) is not None:
+        return start, end, value.group(4).strip() or None
+    decoded = _JSON_ESCAPE_RE.sub(_json_escape, value.group(1) if value.group(1) is not None else value.group(2))
+    if any("\ud800" <= char <= "\udfff" for char in decoded):
+        try:  # a pair of `\uXXXX` surrogates is one character; a lone one is no text
+            decoded = decoded.encode("utf-16", "surrogatepass").decode("utf-16")
+        except UnicodeDecodeError:
+            return start, end, None
+    return start, end, _field_value(decoded.strip(" \t\r\n*"), question) or None
+
+
+def _json_number(number: str) -> str | None:
+    """A JSON number as a numeral: `1e3` is `1000`, `2.5E-2` is `0.025`; `None` past a thousand digits."""
+    value = Decimal(number)
+    exponent = value.as_tuple().exponent
+    if not isinstance(exponent, int) or abs(exponent) > 1000:
+        return None
+    return format(value, "f") if "e" in number.lower() else number
+
+
+def _field_value(value: str, question: str) -> str | None:
+    """What a field's string states: what follows an answer phrase in it ("Final answer: 5"), else the value a
+    sentence states ("The eighth term is 194." -> `194`; "There are 12 ways to ..." as `_counted` reads it), else
+    the string itself, read like a box."""
+    if _PHRASE_RE.search(value):
+        return _after_last_phrase(value, question, fields=False)
+    counted = _counted(value, question)
+    if counted is not None:
+        return counted
+    stated = _stated_value(value)
+    return value if stated is None else _strip_math_delimiters(stated.strip(" \t*")).rstrip(" .*")
+
+
+def _after_last_phrase(text: str, question: str = "", fields: bool = True) -> str | None:
     match = None
     for match in _PHRASE_RE.finditer(text):  # noqa: B007 - we want the last one
         pass
+    field = _json_answer(text, question) if fields else None
+    if field is not None and (match is None or match.start() < field[1]):
+        return field[2]  # the field is the last anchor; a phrase in its object (a "reasoning" key) is not read
     if match is None:
         return None
     rest = _AFTER_PHRASE_RE.sub("", text[match.end() :], count=1)  # "Final Answer:\n\n$$7$$", "\\textbf{Answer:} 7"
@@ -262,13 +360,29 @@ def _answer_fragment(rest: str, question: str = "") -> str | None:
     return fragment.rstrip(" .*").lstrip(" *") or None  # `.5` keeps its point
 
 
+def _answer_region(text: str | None) -> str | None:
+    """Where a completion's answer can be: its last 32 768 characters, after the last `</think>` (what the model
+    reasoned before it answered is not its answer); `None` for no text, or a `<think>` block never closed (the
+    model stopped while reasoning)."""
+    if not text:
+        return None
+    text = text[-_MAX_SCAN_CHARS:]
+    thought = text.rfind("</think>")
+    if thought != -1:
+        return text[thought + len("</think>") :]
+    return None if "<think>" in text else text
+
+
 def extract_final_answer(text: str | None, question: str = "") -> str | None:
     """The anchored final answer of a model output, or `None` if it states none.
 
     The content of the last `\\boxed{...}` / `\\fbox{...}` (braces matched, escaped braces skipped) wins; otherwise
     the text after the last final-answer phrase ("the answer is ...", "Final answer: ...", "#### ...") up to the end
-    of that sentence or line, with `$...$`, `\\(...\\)` or `\\[...\\]` delimiters removed. A bare expression is not an
-    answer. Only the last 32 768 characters are searched. An unclosed last box gives `None` (a truncated answer).
+    of that sentence or line, with `$...$`, `\\(...\\)` or `\\[...\\]` delimiters removed, or the value of a JSON
+    `"answer"` field (a string, its escapes decoded, or a number) where that field comes after the last phrase; the
+    other keys of its object are not read. A bare expression is not an answer. Only the last 32 768 characters are
+    searched, and only after the last `</think>`; a `<think>` block never closed gives `None`, and so does an
+    unclosed last box (a truncated answer).
 
     Args:
         text (`str` or `None`): The model output.
@@ -286,12 +400,14 @@ def extract_final_answer(text: str | None, question: str = "") -> str | None:
         '42'
         >>> extract_final_answer("5 + 2 =") is None
         True
+        >>> extract_final_answer('So it is 7.\\n{"answer": "\\\\\\\\frac{7}{2}", "reasoning": "the answer is 3"}')
+        '\\\\frac{7}{2}'
 
         ```
     """
-    if not text:
+    text = _answer_region(text)
+    if text is None:
         return None
-    text = text[-_MAX_SCAN_CHARS:]
     if contains_box(text):
         return last_boxed(text)
     return _after_last_phrase(text, question)
@@ -327,7 +443,8 @@ def box_in_expression(text: str | None) -> bool:
 
         ```
     """
-    around = text_around_last_box(text[-_MAX_SCAN_CHARS:]) if text else None
+    region = _answer_region(text)
+    around = text_around_last_box(region) if region else None
     if around is None:
         return False
     before, after = around

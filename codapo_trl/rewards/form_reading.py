@@ -1,7 +1,7 @@
 """Reading a maths answer as written: the LaTeX the grader reads (`prepare`), the numbers it writes
 (`join_digit_groups`, `juxtaposed_numbers`), the unit it carries (`unit_of`) and its SymPy tree (`read_form`).
 
-Length: about 650 lines: the read step of the grader's pipeline (extract, read, compare, judge) is one job; the
+Length: about 700 lines: the read step of the grader's pipeline (extract, read, compare, judge) is one job; the
 number tokens came here from the deleted `computation.py` (issue 60), since only reading uses them.
 
 The grader compares this tree (`codapo_trl.rewards.equality`) and judges it (`codapo_trl.rewards.judging`). The tree
@@ -193,7 +193,8 @@ _NUMBER_RE = re.compile(r"[-+]?(?:\d+(?:[.,]\d+)*|\.\d+)")
 # Words are letters of any script (`42 \\text{ рёбер}`, `42\\text{本}`, `\\text{La réponse est } 42`).
 _WORD_RE = re.compile(r"[^\W\d_]+")
 _TRAILING_WORDS_RE = re.compile(
-    r"(?:(?<=\d)|(?<=\\pi)|(?<=[})]))\s*?\s([^\W\d_]+(?:\s*/\s*[^\W\d_]+|\s+[^\W\d_]+)*)\s*\.?$"
+    r"(?:(?<=\d)|(?<=\\pi)|(?<=[})]))\s*?\s([^\W\d_]+(?:\s*/\s*[^\W\d_]+|\s+[^\W\d_]+)*)"
+    r"(?:\s*\^\s*(?:\{\s*([23])\s*\}|([23])))?\s*\.?$"  # words after a number, then a unit's power (`cm^2`)
 )
 _LEADING_WORDS_RE = re.compile(r"^((?:[^\W\d_]{2,}\s+)+)(?=[-+]?\d)")  # "Hillary has 7 nickels"
 _UNICODE_ROOT_RE = re.compile(r"\u221a\s*(\([^()]*\)|\d+(?:\.\d+)?|[A-Za-z]|\\[A-Za-z]+)")
@@ -212,6 +213,11 @@ _SUBSCRIPTS = str.maketrans("\u2080\u2081\u2082\u2083\u2084\u2085\u2086\u2087\u2
 _SUBSCRIPT_RE = re.compile("[\u2080-\u2089]+")
 _E_NOTATION_RE = re.compile(r"(?<![\w.\\])(\d+(?:\.\d+)?)[eE]([-+]?\d+)(?![\w.])")
 _UNIT_RATIO_LEFT_RE = re.compile(r"(?<=[\d\s])\s*/\s*$")
+# Names written as plain text, as code or a calculator writes them (`(4 * sqrt(29)) / 29`, `7/10 * pi`, `2 ln x`): the
+# same functions and constants as their commands, never products of letters (`pi` is not `p i`).
+_PLAIN_ROOT_RE = re.compile(r"(?<![A-Za-z\\])sqrt\s*\(([^()]*)\)")
+_PLAIN_NAME_RE = re.compile(r"(?<![A-Za-z\\])(sqrt|pi|ln|log|sin|cos|tan|sec|csc|cot|exp|theta|infty)(?![A-Za-z])")
+_TILDE_APPROXIMATELY_RE = re.compile(r"\s*~\s*[-+]?\.?\d")
 _UNICODE_SYMBOLS = {"\u221a": "\\sqrt ", "\u221b": "\\sqrt[3] ", "\u03c0": "\\pi ", "\u221e": "\\infty "}
 
 # Words that change the value read or add a value, so they never ride along with a number: number words (`19
@@ -345,8 +351,9 @@ def prepare(latex: str) -> tuple[str | None, str | None]:
     spacing such as `\\,` and `\\quad`, `\\left`/`\\right` are left to math-verify); Unicode is normalised (NFKC, so
     full-width and mathematical-bold digits are digits; U+2212 is a minus sign); a degree sign, a percent sign and
     `\\$` are units and dropped (so `19\\%` is read as 19, never as 0.19 as well); `√`, `∛`, `π` and `∞` are their
-    commands. A digit-group separator joins a number only in a real thousands grouping, and two numbers side by side
-    (`12 7`, `12\\ 7`) refuse the answer (`codapo_trl.rewards.computation`). Words never refuse an answer unless they
+    commands, and so are their names written as plain text (`sqrt(29)`, `pi`, `ln x`). A digit-group separator
+    joins a number only in a real thousands grouping, and two numbers side by side (`12 7`, `12\\ 7`) refuse the
+    answer (`codapo_trl.rewards.computation`). Words never refuse an answer unless they
     change the value read or add one (`VALUE_WORDS`: `19\\text{ or 20}`, `19 \\text{ squared}`, `\\text{not } 19`,
     `19 thousand`): unit, count and label words are dropped (`\\text{ cm}^2`, `\\text{19 in/s}`, `12 marbles`);
     `and`/`or` between values read as a comma (so the box states several values); a letter under a math font is that
@@ -369,6 +376,10 @@ def prepare(latex: str) -> tuple[str | None, str | None]:
     text = _UNICODE_ROOT_RE.sub(lambda m: "\\sqrt{" + m.group(1).strip("()") + "}", text)  # √2, √(x+1)
     for symbol, command in _UNICODE_SYMBOLS.items():
         text = text.replace(symbol, command)
+    text = _PLAIN_ROOT_RE.sub(lambda m: "\\sqrt{" + m.group(1) + "}", text)  # sqrt(29)
+    text = _PLAIN_NAME_RE.sub(lambda m: "\\" + m.group(1) + " ", text)  # pi, ln x
+    if _TILDE_APPROXIMATELY_RE.match(text):
+        return None, WORDS  # `~12`: "about 12" in plain text (a TeX tie stands between words, not before a value)
     text = _TEXTCOLOR_RE.sub("", text)
     for match in reversed(list(_DROPPED_WITH_ARGUMENT_RE.finditer(text))):
         end = braced_group_end(text, match.end() - 1)
@@ -420,6 +431,7 @@ def prepare(latex: str) -> tuple[str | None, str | None]:
     leading = _LEADING_WORDS_RE.match(text)
     if leading and not changes_value(_WORD_RE.findall(leading.group(1))):
         text = text[leading.end() :]  # plain words before a number: "Hillary has 7 nickels"
+    text = _ATTACHED_UNIT_RE.sub(r" \1", text)  # `4ft`: a unit written against its number
     trailing = _TRAILING_WORDS_RE.search(text)
     plain_words = _WORD_RE.findall(trailing.group(1)) if trailing else []
     if plain_words and all(len(w) > 1 for w in plain_words) and not changes_value(plain_words):
@@ -454,6 +466,13 @@ _UNIT_SYNONYMS = {
     "l": "liter", "litre": "liter", "ml": "milliliter", "millilitre": "milliliter", "deg": "degree",
     "lb": "pound", "lbs": "pound", "oz": "ounce", "dollar": "dollar", "cents": "cent", "sq": "square",
 }  # fmt: skip
+
+
+# A unit abbreviation of two letters or more written against the number it ends (`4ft`, `12kg`), never one letter
+# (`5t` may be a product).
+_ATTACHED_UNIT_RE = re.compile(
+    r"(?<=\d)(" + "|".join(sorted((u for u in _UNIT_SYNONYMS if len(u) > 1), key=len, reverse=True)) + r")\.?$"
+)
 
 
 def _unit_name(word: str) -> str:
@@ -506,9 +525,11 @@ def unit_of(latex: str) -> str:
             continue
         power = _UNIT_POWER_RE.match(text, end)
         units.append(" ".join(_unit_name(w) for w in words) + ("^" + power.group().strip(" ^{}") if power else ""))
-    trailing = _TRAILING_WORDS_RE.search(re.sub(r"\s+", " ", text).strip())
+    trailing = _TRAILING_WORDS_RE.search(_ATTACHED_UNIT_RE.sub(r" \1", re.sub(r"\s+", " ", text).strip()))
     if trailing and not changes_value(_WORD_RE.findall(trailing.group(1))):
-        units.append(" ".join(_unit_name(w) for w in _WORD_RE.findall(trailing.group(1))))
+        power = trailing.group(2) or trailing.group(3)  # `12 cm^2`
+        unit = " ".join(_unit_name(w) for w in _WORD_RE.findall(trailing.group(1)))
+        units.append(unit + ("^" + power if power else ""))
     unit = " ".join(units)
     return re.sub(r"\b(square|cubic) (\w+)", lambda m: m.group(2) + ("^2" if m.group(1) == "square" else "^3"), unit)
 

@@ -1,6 +1,6 @@
 """The answer grader behind the maths reward, `codapo-eval` and the analysis: `grade_answers`.
 
-Length: about 560 lines: the verdict reasons, the worker-side grading, the grader's settings and shared pool, its
+Length: about 600 lines: the verdict reasons, the worker-side grading, the grader's settings and shared pool, its
 caches and the public entry point share one cache and one set of reasons. The grader is one pipeline: extract
 (`extraction`), read (`form_reading`), compare (`equality`) and judge (`judging`), with `checks` for answer types and absurd
 answers; this module runs it within a deadline.
@@ -47,8 +47,10 @@ from codapo_trl.rewards.checks import (
     cases_rows,
     choice_letter,
     looks_like_prose,
+    named_option,
     plain_number,
     precheck,
+    same_left_side,
     same_number,
 )
 from codapo_trl.rewards.deadline_pool import DeadlineProcessPool, TaskOutcome
@@ -514,11 +516,14 @@ def _grade_extracted(
     results: list[GradeResult | None] = [None] * len(answers)
     # index, extracted prediction, gold, what the worker gets (None: only check the gold), reason already known
     pending: list[tuple[int, str | None, str, str | None, str | None, str, str]] = []
+    options: list[tuple[int, str | None, str, str, str]] = []  # a choice's value, to compare with its option's text
     questions = questions if questions is not None else [""] * len(answers)
     for index, (predicted, gold, kind, question) in enumerate(zip(answers, golds, kinds, questions)):
         gold_answer = extract_gold(gold) if isinstance(gold, str) else None
-        verdict = _precheck_item(kind, predicted, gold_answer)
-        if isinstance(verdict, _ToMathVerify):
+        verdict = _precheck_item(kind, predicted, gold_answer, question or "")
+        if isinstance(verdict, _ToMathVerify) and verdict.against is not None:
+            options.append((index, predicted, gold_answer, verdict.predicted, verdict.against))
+        elif isinstance(verdict, _ToMathVerify):
             pending.append((index, predicted, gold_answer, verdict.predicted, verdict.reason, kind, question))  # type: ignore[arg-type]
         else:
             correct, reason, predicted_parsed, gold_parsed = verdict
@@ -533,6 +538,12 @@ def _grade_extracted(
             if known_reason is not None and correct is not None:  # the gold is fine; the prediction was not
                 correct, reason = False, known_reason
             results[index] = GradeResult(correct, predicted, gold_answer, reason, predicted_parsed, gold_parsed)
+    if options:  # the option's text is the question's: compared as a value, no restatement to judge
+        verdicts = _run_judge([(value, option, "math", "") for _, _, _, value, option in options])
+        for (index, predicted, gold_answer, value, option), verdict in zip(options, verdicts):
+            letter = choice_letter(gold_answer, strict=False)
+            same = verdict[0] is True and same_left_side(value, option)
+            results[index] = GradeResult(same, predicted, gold_answer, None if same else NOT_A_CHOICE, letter, letter)
     return results  # type: ignore[return-value]
 
 
@@ -543,9 +554,10 @@ class _ToMathVerify:
 
     predicted: str | None
     reason: str | None = None
+    against: str | None = None  # for a choice: the option's text, compared as a value with what follows the letter
 
 
-def _precheck_item(kind: str, predicted: str | None, gold: str | None) -> tuple | _ToMathVerify:
+def _precheck_item(kind: str, predicted: str | None, gold: str | None, question: str = "") -> tuple | _ToMathVerify:
     """Everything decided without the worker: a final `(correct, reason, predicted_parsed, gold_parsed)` verdict,
     or what to hand to the worker."""
     if gold is None:
@@ -556,9 +568,14 @@ def _precheck_item(kind: str, predicted: str | None, gold: str | None) -> tuple 
             return None, GOLD_NOT_A_CHOICE, None, None
         if predicted is None:
             return False, NO_ANSWER, None, gold_letter
-        letter = choice_letter(predicted)
+        letter = choice_letter(predicted, question=question)
         if letter is None:
-            return False, NOT_A_CHOICE, None, gold_letter
+            named = named_option(predicted, question)  # "A) -16m^4p^6/n^5": the option's value in other notation
+            if named is None:
+                return False, NOT_A_CHOICE, None, gold_letter
+            if named[0] != gold_letter:
+                return False, None, named[0], gold_letter
+            return _ToMathVerify(named[1], against=named[2])
         return letter == gold_letter, None, letter, gold_letter
     gold_problem = precheck(gold)
     if gold_problem is not None:

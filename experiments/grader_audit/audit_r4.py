@@ -46,7 +46,8 @@ def truth_of(record: dict, plain: bool, labels: dict[str, dict]) -> tuple[bool |
 def table(rows: list[dict]) -> str:
     by_source: dict[str, Counter] = defaultdict(Counter)
     for row in rows:
-        counts = by_source[row["source"]]
+        # a source of several parts (odyssey-math's competition, high-school and college sets) has a row for each
+        counts = by_source[row["source"] + (f" ({row['part']})" if row.get("part") else "")]
         counts["items"] += 1
         if row["truth"] is None:
             counts["unknown"] += 1
@@ -94,7 +95,10 @@ def main(argv: list[str] | None = None) -> None:
     labels = {row["id"]: row for row in read_jsonl(args.labels)}
     configure_grader(num_workers=args.workers, timeout=args.ours_timeout)
     ours = grade_answers(
-        [r["completion"] for r in records], [r["gold"] for r in records], questions=[r["problem"] for r in records]
+        [r["completion"] for r in records],
+        [r["gold"] for r in records],
+        [r.get("answer_type") for r in records],
+        questions=[r["problem"] for r in records],
     )
     plain = grade_plain(records, args.timeout, args.workers)
     rows = []
@@ -104,6 +108,7 @@ def main(argv: list[str] | None = None) -> None:
             {
                 "id": record["id"],
                 "source": record["source"],
+                "part": record.get("dataset") if record["source"] == "protagolabs/odyssey-math" else None,
                 "model": record["model"],
                 "ours": bool(result.correct),
                 "reason": result.reason,

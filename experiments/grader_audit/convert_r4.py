@@ -83,6 +83,9 @@ def clean_ody_text(s):
     return s
 
 
+CHOICE_GOLD_RE = re.compile(r"\$?\(?[A-E]\)?\.?\$?")
+
+
 def odyssey(raw):
     base = os.path.join(raw, ODYSSEY)
     probs = {}
@@ -106,6 +109,7 @@ def odyssey(raw):
             if p is None or not isinstance(comp, str):
                 continue
             level = (p.get("level") or "").strip().lower().replace(" ", "_")
+            gold = clean_ody_text(p.get("answer", ""))
             items.append(
                 {
                     "id": f"{ODYSSEY}:{cpath}:{i}",
@@ -113,7 +117,10 @@ def odyssey(raw):
                     "model": model,
                     "dataset": f"mathodyssey_{level}" if level else "mathodyssey",
                     "problem": clean_ody_text(p.get("question", "")),
-                    "gold": clean_ody_text(p.get("answer", "")),
+                    "gold": gold,
+                    # a multiple-choice question's gold is its option letter: graded as a choice, as a user
+                    # training on such rows sets `answer_type`
+                    "answer_type": "choice" if CHOICE_GOLD_RE.fullmatch(gold) else "math",
                     "completion": comp,
                     "source_verdict": verdict.get(k),
                 }

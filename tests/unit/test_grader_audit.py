@@ -155,5 +155,7 @@ def test_round_4_truth_and_table():
         {"source": "s", "truth": None, "ours": True, "plain": False},  # unknown: counted for neither
         {"source": "s", "truth": True, "ours": False, "plain": True, "reason": "grading timed out"},
     ]
+    rows.append({"source": "s", "part": "college", "truth": True, "ours": True, "plain": False})
     text = audit.table(rows)
     assert "| s | 5 | 4 | 2 / 3 | 1 | 0 / 3 | 0 / 1 | 1 / 1 | 1 |" in text  # a timeout is a refusal, counted apart
+    assert "| s (college) | 1 | 1 | 0 / 1 | 0 | 1 / 1 | 0 / 0 | 0 / 0 | 0 |" in text  # a part of a source apart

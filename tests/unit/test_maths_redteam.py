@@ -43,9 +43,9 @@ def grader():
 
 def test_doctests():
     """The pipeline's modules (extract, read, compare and judge) on their own examples."""
-    from codapo_trl.rewards import equality, extraction, form_reading, grading, judging
+    from codapo_trl.rewards import checks, equality, extraction, form_reading, grading, judging
 
-    for module in (equality, judging, form_reading, extraction, grading):
+    for module in (equality, judging, form_reading, extraction, grading, checks):
         result = doctest.testmod(module)
         assert result.attempted >= 1 and result.failed == 0, module.__name__
 

@@ -32,6 +32,14 @@ FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 CASES = json.loads((FIXTURES / "maths_redteam_issue60.json").read_text(encoding="utf-8"))
 BLACK_BOX = json.loads((FIXTURES / "maths_redteam_issue60_blackbox.json").read_text(encoding="utf-8"))
 SECOND = json.loads((FIXTURES / "maths_redteam_issue60_second.json").read_text(encoding="utf-8"))
+JSON_FIELD = json.loads((FIXTURES / "maths_redteam_issue60_json.json").read_text(encoding="utf-8"))
+
+
+def _text(value: str | dict) -> str:
+    """A fixture string, or one stored as `{"parts": [...]}` with each long run of a unit as `[unit, count]`."""
+    if isinstance(value, str):
+        return value
+    return "".join(part if isinstance(part, str) else part[0] * part[1] for part in value["parts"])
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -347,6 +355,46 @@ REAL_OUTPUT_FORMS = [
     ("$\\boxed{2}$", "x = 2 \\text{ or } x = 3", "Find one root.", 1.0),
     ("$\\boxed{x=2 \\text{ or } x=4}$", "x = 2 \\text{ or } x = 3", "Find the roots.", 0.0),
     ("$\\boxed{3}$", "x = 2 \\text{ or } y = 3", "Find a value.", 0.0),  # two letters: the value alone names neither
+    # a JSON "answer" field, as a prompt that asks for `{"reasoning": ..., "answer": ...}` gets (MathOdyssey's runs)
+    ('So $n = 100$.\n\n```json\n{\n    "answer": "100",\n}\n```', "100", "Find the largest $n$.", 1.0),
+    (
+        '{\n    "answer": "\\\\frac{\\\\sqrt{2}}{2}",\n    "reasoning": "The answer is 7."\n}',
+        "\\frac{\\sqrt2}2",
+        "Find it.",
+        1.0,
+    ),
+    ('{"reasoning": "so it is 7", "answer": "7"}', "7", "Find it.", 1.0),
+    ('{"answer": "\\frac{1}{2}"}', "\\frac12", "Find it.", 1.0),  # LaTeX under-escaped, as models write it
+    ('{"answer": -4}', "-4", "Find it.", 1.0),
+    ('{"answer": "\\u0031\\u0032"}', "12", "Find it.", 1.0),
+    ('{"answer": "1\\b2"}', "12", "Find it.", 0.0),  # an escape is never a join of two digits
+    ('{"answer": "1\\n2"}', "12", "Find it.", 0.0),
+    ('{"answer": "12', "12", "Find it.", 0.0),  # cut off inside the string
+    ('{"answer": [12]}', "12", "Find it.", 0.0),
+    ('{"answer": null, "reasoning": "the answer is 12"}', "12", "Find it.", 0.0),  # its object's keys are not read
+    ('{"answer": "12"}\n\nWait, so the answer is 13.', "12", "Find it.", 0.0),  # a later anchor wins
+    ('{"answer": "13"} \\boxed{12}', "12", "Find it.", 1.0),  # a box wins over every anchor
+    ('{"answer": "2+2 = 4 = 5"}', "5", "Find it.", 0.0),  # read like a box: a false chain
+    ('{"answer": "about 12"}', "12", "Find it.", 0.0),
+    ('{"final_answer": "12"}', "12", "Find it.", 0.0),  # another key is no anchor
+    ('{\n  "reasoning": "the vertex gives it",\n  "answer": 869/27\n}', "\\frac{869}{27}", "Find the maximum.", 1.0),
+    ('{"answer": 869/28}', "\\frac{869}{27}", "Find the maximum.", 0.0),  # unquoted, read like a box
+    ('{"answer": 869/27, "note": "or 870/27"}', "\\frac{869}{27}", "Find it.", 1.0),  # the object's other keys unread
+    ('{"answer": 5 if x > 0 else 6}', "5", "Find it.", 0.0),
+    ('{"answer": "The eighth term is 194."}', "194", "Find the eighth term.", 1.0),
+    ('{"answer": "The eighth term is probably 194."}', "194", "Find the eighth term.", 0.0),
+    ('{"answer": "(4 * sqrt(29)) / 29"}', "\\frac{4}{29}\\sqrt{29}", "Find the distance.", 1.0),  # names in plain text
+    ('{"answer": "(4 * sqrt(29)) / 28"}', "\\frac{4}{29}\\sqrt{29}", "Find the distance.", 0.0),
+    ('{"answer": "4"}', "4ft", "How long is the side?", 1.0),  # a unit written against the gold's number
+    ('{"answer": "4 cm"}', "4ft", "How long is the side?", 0.0),
+    ('<think>\nSo {"answer": "5"}? Let me check again whether', "5", "Find it.", 0.0),  # stopped while reasoning
+    ("<think>\nDraft: \\boxed{5}\n</think>\n\nThe answer", "5", "Find it.", 0.0),  # the draft is not the answer
+    ("<think>\nIt is 5.\n</think>\n\nThe answer is $\\boxed{5}$.", "5", "Find it.", 1.0),
+    # each decimal of a collection gold is matched at its own last place (the gold's first decimal set them all)
+    ('{"answer": "[4.8, 2.28]"}', "[4.8, 2.28]", "Give the mean and the standard deviation.", 1.0),
+    ('{"answer": "[4.8, 2.2804]"}', "[4.8, 2.28]", "Give the mean and the standard deviation.", 1.0),
+    ('{"answer": "[4.8, 2.3]"}', "[4.8, 2.28]", "Give the mean and the standard deviation.", 0.0),
+    ('{"answer": "[4.8, 2.27]"}', "[4.8, 2.28]", "Give the mean and the standard deviation.", 0.0),
 ]
 
 
@@ -376,6 +424,34 @@ def test_black_box_red_team_of_the_second_sitting():
     wrong = [
         (case["id"], case["expect"], r.reward, r.reason)
         for case, r in zip(SECOND, results)
+        if (r.reward == 1.0) != (case["expect"] == "pay")
+    ]
+    assert not wrong, wrong
+
+
+def test_black_box_red_team_of_the_json_answer_field():
+    """634 cases (306 hostile, 328 honest) by a fourth team that read neither the code nor the tests, against the JSON
+    `"answer"` field as an anchor (MathOdyssey's prompt asks for `{"reasoning": ..., "answer": ...}`): escapes that
+    change the value, several fields, near keys, truncation, code after the value, other anchors, think blocks,
+    echoed format examples, sizes. 17 expectations are amended, each with its reason: the field's object read like
+    a box (its other keys are not read), readings older than the field (percent marks, labels), the question's own
+    example holding its gold, and forms not supported."""
+    assert len(JSON_FIELD) >= 600 and {case["expect"] for case in JSON_FIELD} == {"pay", "refuse"}
+    by_id = {case["id"]: case for case in JSON_FIELD}
+    for case in JSON_FIELD:  # every hostile case has an honest counterpart (paid, or amended as not supported)
+        if case["expect"] == "refuse" and "amended" not in case:
+            twin = by_id[case["counterpart_of"]]
+            assert twin["expect"] == "pay" or "amended" in twin, case["id"]
+    start = time.perf_counter()
+    results = grade_answers(
+        [_text(case["completion"]) for case in JSON_FIELD],
+        [_text(case["gold"]) for case in JSON_FIELD],
+        questions=[_text(case["question"]) for case in JSON_FIELD],
+    )
+    assert time.perf_counter() - start < 300
+    wrong = [
+        (case["id"], case["expect"], r.reward, r.reason)
+        for case, r in zip(JSON_FIELD, results)
         if (r.reward == 1.0) != (case["expect"] == "pay")
     ]
     assert not wrong, wrong
@@ -431,8 +507,10 @@ def test_amended_cases_are_refused_when_the_question_states_them():
         "答えは " + "8 " * 15000 + "ではない",  # a foreign anchor, a long sentence, a negation at its end
         "La respuesta es " + "$x$ o " * 5000,  # values joined by a conjunction
         ". " * 16000,  # full stops and blanks after the phrase
+        '{"answer": "' + "\\\\" * 16000,  # a JSON answer string of backslashes that never closes
+        '"answer": "x", ' * 2000 + '{"a": "' * 2000,  # many fields, then strings and no brace closing them
     ],
-    ids=["verbs", "negation", "conjunctions", "stops"],
+    ids=["verbs", "negation", "conjunctions", "stops", "json-backslashes", "json-unclosed"],
 )
 def test_reading_an_answer_phrase_is_linear_in_the_trainers_thread(tail):
     """Extraction runs in the trainer's process (only the judge runs in workers), so what issue 60 added to it (the

@@ -224,6 +224,55 @@ def test_unusable_gold_gives_none(gold):
     assert rewards_for([r"\boxed{7}", "no answer"], [gold, gold]) == [None, None]
 
 
+_OPTIONS_QUESTION = (
+    "Which equation shows $f(x)=12x^2+36x+27$ in intercept form?\n\\begin{align*}\n"
+    "\\text{A)}\\ & f(x)=3(2x-3)^2 &\n\\text{B)}\\ & f(x)=3(2x+3)^2 \\\\\n"
+    "\\text{C)}\\ & f(x)=(6x-9)(2x-3)  &\n\\text{D)}\\ & \\text{None of these}\\\\\n\\end{align*}"
+)
+
+
+@pytest.mark.parametrize(
+    ("completion", "expected"),
+    [
+        (r"\boxed{B) f(x)=3(2x+3)^2}", 1.0),  # the letter with its option's own text, as the question writes it
+        ('{"answer": "B) $f(x) = 3(2x+3)^2$"}', 1.0),
+        ("The answer is D) None of these.", 0.0),  # the right text of another option: its letter is D, not B
+        (r"\boxed{B) f(x)=3(2x+3)}", 0.0),  # part of the option's text is not its text
+        (r"\boxed{B) f(x)=3(2x+3)^2 \text{ or } C}", 0.0),  # a second option after it
+        (r"\boxed{A) f(x)=3(2x+3)^2}", 0.0),  # option B's text under the letter A names neither
+        (r"\boxed{B) 12}", 0.0),  # a value option B does not write: the letter and the value disagree
+    ],
+)
+def test_choice_with_the_options_own_text(completion, expected):
+    """A letter followed by words is no single option unless the words are that option's text in the question."""
+    question = [[{"role": "user", "content": _OPTIONS_QUESTION}]]
+    assert rewards_for([completion], ["B"], ["choice"], prompts=question) == [expected]
+    if expected:  # without the question the words cannot be told from a hedge
+        assert rewards_for([completion], ["B"], ["choice"]) == [0.0]
+
+
+def test_choice_with_the_options_value_in_another_notation():
+    """The option's text may be written in other notation (`1/6` for `\\frac16`, `3π/2` for `\\frac{3\\pi}{2}`); a
+    value under a letter whose option is another value names two options."""
+    question = (
+        "Find it.\n\\begin{align*}\n\\text{A)}\\ & \\frac{1}{6} & \\text{B)}\\ & \\frac{3\\pi}{2} \\\\\n\\end{align*}"
+    )
+    prompts = [[{"role": "user", "content": question}]] * 4
+    completions = [r"\boxed{A) 1/6}", r"\boxed{B) 3π/2}", r"\boxed{A) 3π/2}", r"\boxed{B) π/2}"]
+    assert rewards_for(completions, ["A", "B", "A", "B"], ["choice"] * 4, prompts=prompts) == [1.0, 1.0, 0.0, 0.0]
+    # compared as values where the notation differs (`-16m^4p^6/n^5` is `\frac{-16m^4p^6}{n^5}`); an option's
+    # relation is compared whole, its left side is no label (`f(15) = -5` is not `f(5)=-5`)
+    question = "Which?\n\\text{A)}\\ & \\frac{-16m^4p^6}{n^5} & \\text{B)}\\ & f(5)=-5 \\\\"
+    prompts = [[{"role": "user", "content": question}]] * 4
+    completions = [
+        r"\boxed{A) -16m^4p^6/n^5}",
+        r"\boxed{A) -16m^4p^5/n^5}",
+        r"\boxed{B) f(5) = -5}",
+        r"\boxed{B) f(15) = -5}",
+    ]
+    assert rewards_for(completions, ["A", "A", "B", "B"], ["choice"] * 4, prompts=prompts) == [1.0, 0.0, 1.0, 0.0]
+
+
 def test_choice_gold_must_be_a_letter():
     assert rewards_for([r"\boxed{B}"], ["42"], ["choice"]) == [None]
 
