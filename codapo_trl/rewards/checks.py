@@ -22,6 +22,7 @@ __all__ = [
     "choice_letter",
     "named_option",
     "same_left_side",
+    "yes_no",
     "looks_like_prose",
     "plain_number",
     "precheck",
@@ -223,36 +224,39 @@ def _flatten_option(text: str) -> str:
     """`text` with its `\\text{}` groups unwrapped, every blank, math delimiter and alignment mark taken out, `\\frac`
     written as `/` and `π`, `√` as their names."""
     text = _OPTION_FRAC_RE.sub(r"(\1)/(\2)", _unwrap_text(text)).translate(_OPTION_SYMBOLS)
+    text = _DIGIT_GAP_RE.sub("|", text)  # `1 6` and `1,6` stay two numbers, never `16`
     text = re.sub(r"\\le(?![a-z])", r"\\leq", re.sub(r"\\ge(?![a-z])", r"\\geq", text))
     flat = _OPTION_SEPARATORS_RE.sub("", text).replace("\\", "").replace("{", "").replace("}", "").rstrip(".,;")
     return _FRACTION_PART_RE.sub(lambda m: m.group(1) or m.group(2), flat)  # `(1)/(6)` is `1/6`
 
 
+_DIGIT_GAP_RE = re.compile(r"(?<=\d)(?:\s+|\s*,\s*)(?=\d)")
 _FRACTION_PART_RE = re.compile(r"\((\w+)\)(?=/)|(?<=/)\((\w+)\)")
 
 
 def _is_option_text(letter: str, rest: str, question: str) -> bool:
     """Whether `rest` is the text the question gives option `letter`, whole: after the letter's mark, and followed
     by the next option, the end of a line or the end of the question (blanks and alignment marks not compared)."""
-    written = (
-        _flatten_option(rest).lower().replace(",", "")
-    )  # "Horizontal Asymptote" is `\\text{horizontal asymptote}`
+    written = _flatten_option(rest).replace(",", "")
     if not written or not question:
         return False
     lines = re.sub(r"\\\\|\n", "\n", _unwrap_text(question)).split("\n")
-    flat = "\n".join(_flatten_option(line).lower().replace(",", "") for line in lines)
-    letter = letter.lower()
-    for mark in (f"({letter})", f"{letter})", f"{letter}."):
+    flat = "\n".join(_flatten_option(line).replace(",", "") for line in lines)
+    if re.search(r"[A-Za-z]{3}", written):  # words ("Horizontal Asymptote" for `\\text{horizontal asymptote}`)
+        written, flat, letter = written.lower(), flat.lower(), letter.lower()  # case counts in `2x`, not in words
+    for mark in (f"({letter})", f"{letter})", f"{letter}.", f"{letter}:"):
         start = flat.find(mark + written)
         while start != -1:
             end = start + len(mark) + len(written)
-            if end == len(flat) or flat[end] in "\n;" or re.match(r"\(?[a-j][).]", flat[end : end + 3]):
+            if end == len(flat) or flat[end] in "\n;" or re.match(r"\(?[A-Ja-j][).:]", flat[end : end + 3]):
                 return True
             start = flat.find(mark + written, start + 1)
     return False
 
 
-_OPTION_MARK_RE = re.compile(r"(?:^|(?<=[\s&(]))(?:\((?P<a>[A-J])\)|(?P<b>[A-J])[).])(?=[\s\\&$]|$)", re.MULTILINE)
+_OPTION_MARK_RE = re.compile(
+    r"(?:^|(?<=[\s&(]))(?:\((?P<a>[A-Ja-j])\)|(?P<b>[A-Ja-j])[).:])(?=[\s\\&$]|$)", re.MULTILINE
+)
 _OPTION_END_RE = re.compile(r"\\\\|\n")
 
 
@@ -267,7 +271,7 @@ def _listed_options(question: str) -> dict[str, str]:
         body = text[mark.end() : after.start() if after is not None else len(text)]
         cut = _OPTION_END_RE.search(body)
         body = (body[: cut.start()] if cut else body).replace("&", " ").replace("\\ ", " ").strip(" \t.,;")
-        options.setdefault(mark.group("a") or mark.group("b"), body)
+        options.setdefault((mark.group("a") or mark.group("b")).upper(), body)
     return options if len(options) >= 2 else {}
 
 
@@ -299,6 +303,33 @@ def named_option(answer: str, question: str) -> tuple[str, str, str] | None:
     if not rest or not option:
         return None
     return match.group(1), rest, option
+
+
+_YES_NO_GOLD_RE = re.compile(r"(yes|no)\.?", re.IGNORECASE)
+_LEADING_YES_NO_RE = re.compile(r"(yes|no)\b(?:\s*[,.;:!-]\s*|\s*$)", re.IGNORECASE)
+_ANY_YES_NO_RE = re.compile(r"\b(?:yes|no)\b", re.IGNORECASE)
+
+
+def yes_no(answer: str, gold: bool = False) -> str | None:
+    """`"yes"` or `"no"` for a gold that is that word (`Yes.`, `\\text{No}`), or for an answer that starts with it
+    and says it once (`No, the equilibrium is not stable.`: the sentence after the word explains it); `None` for
+    anything else (`Yes or no`, `No. Actually yes`, `Stable`).
+
+    Example:
+        ```python
+        >>> yes_no("Yes.", gold=True), yes_no("No, the equilibrium is not stable."), yes_no("No. Actually, yes.")
+        ('yes', 'no', None)
+
+        ```
+    """
+    text = _unwrap_text(answer).replace("$", "").replace("*", "").strip()
+    if gold:
+        match = _YES_NO_GOLD_RE.fullmatch(text)
+        return match.group(1).lower() if match else None
+    match = _LEADING_YES_NO_RE.match(text)
+    if match is None or _ANY_YES_NO_RE.search(text, match.end()):
+        return None
+    return match.group(1).lower()
 
 
 _ENVIRONMENT_RE = re.compile(r"\\(?:begin|end)\s*\{[A-Za-z*]+\}")

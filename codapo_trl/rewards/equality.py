@@ -377,6 +377,8 @@ def _scalar_equal(answer: Any, gold: Any, context: _Context) -> bool:
         exact_answer, exact_gold = _as_fraction(answer), _as_fraction(gold)
         if exact_answer is not None and exact_answer == exact_gold:
             return True  # `0.75` for `\frac34`: the decimal spells the gold's exact value, nothing is rounded
+        if exact_answer is None and _spells_exactly(answer, gold, context):
+            return True  # `0.5\pi` for `\frac{\pi}{2}`: each decimal written is exact, and so is the value
         ulp = context.asked_ulp
         if ulp is None:
             return False  # a rounded decimal for an exact gold, where the question asks for no decimal
@@ -475,6 +477,16 @@ def _also_arithmetic(before: list[Any], last: Any, function: Any, index: Any) ->
         return False
     count = span / step
     return abs(count.imag) < 1e-9 and count.real > 1 - 1e-9 and abs(count.real - round(count.real)) < 1e-9
+
+
+def _spells_exactly(answer: Any, gold: Any, context: _Context) -> bool:
+    """Whether an answer with decimals in it (`0.5\\pi`, `0.7 \\cdot \\pi`), each read as the exact rational it
+    writes, is the gold exactly; a decimal that rounds (`0.33\\pi` for `\\frac{\\pi}{3}`) is not."""
+    try:
+        exact = _exact(answer)
+    except Exception:  # noqa: BLE001
+        return False
+    return not _has_float(exact) and _scalar_equal(exact, gold, context)
 
 
 def _within(answer: Any, gold: Any, ulp: Fraction | None) -> bool:

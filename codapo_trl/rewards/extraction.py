@@ -114,10 +114,11 @@ _CJK_ANCHOR_RE = re.compile(r"[\u3040-\u30ff\u4e00-\u9fff\uac00-\ud7af]")
 # A JSON field named "answer", as a model writes when the prompt asks it to end with `{"reasoning": ..., "answer":
 # ...}`: an anchor like a phrase. Its value is a JSON string (one line, escapes decoded) or a JSON number, and what
 # follows it is the next key or the end of its object (`"5" if x else "6"`, `"5" + "0"` and `5, 6` are no JSON value);
-# anything else (an array, an object, `null`, a string that never closes) states no answer.
+# anything else (an array of anything but numbers, an object, `null`, a string that never closes) states no answer.
 _JSON_ANSWER_RE = re.compile(r'"answer"\s*:\s*')
 _JSON_VALUE_RE = re.compile(
-    r'(?:"((?:[^"\\\n]|\\[^\n])*)"(?=\s*$)|(?:"((?:[^"\\\n]|\\[^\n])*)"|(-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][-+]?\d+)?))'
+    r'(?:"((?:[^"\\\n]|\\[^\n])*)"(?=\s*$)|(?:"((?:[^"\\\n]|\\[^\n])*)"|(-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][-+]?\d+)?)'
+    r"|(\[[-+.\deE, ]*\]))"  # an array of numbers, read as the list it writes (`[1, 2]`)
     r'(?=\s*(?:,\s*(?:"|\}|$)|\}))'
     # an expression written without quotes, not valid JSON (`"answer": 869/27`), up to the next key or the end of
     # its object (an expression's characters only: no quotes, commas, marks or units)
@@ -171,8 +172,8 @@ def _json_answer(text: str, question: str = "") -> tuple[int, int, str | None] |
         return start, end, None
     if value.group(3) is not None:
         return start, end, _json_number(value.group(3))
-    if value.group(4) is not None:
-        return start, end, value.group(4).strip() or None
+    if value.group(4) is not None or value.group(5) is not None:
+        return start, end, (value.group(4) or value.group(5)).strip() or None
     decoded = _JSON_ESCAPE_RE.sub(_json_escape, value.group(1) if value.group(1) is not None else value.group(2))
     if any("\ud800" <= char <= "\udfff" for char in decoded):
         try:  # a pair of `\uXXXX` surrogates is one character; a lone one is no text
@@ -191,12 +192,17 @@ def _json_number(number: str) -> str | None:
     return format(value, "f") if "e" in number.lower() else number
 
 
+_YES_NO_START_RE = re.compile(r"(?:yes|no)\b", re.IGNORECASE)
+
+
 def _field_value(value: str, question: str) -> str | None:
     """What a field's string states: what follows an answer phrase in it ("Final answer: 5"), else the value a
     sentence states ("The eighth term is 194." -> `194`; "There are 12 ways to ..." as `_counted` reads it), else
     the string itself, read like a box."""
     if _PHRASE_RE.search(value):
         return _after_last_phrase(value, question, fields=False)
+    if _YES_NO_START_RE.match(value):
+        return value  # "No, the equilibrium is not stable.": a yes/no answer and its reason, read by the grader
     counted = _counted(value, question)
     if counted is not None:
         return counted
@@ -367,10 +373,11 @@ def _answer_region(text: str | None) -> str | None:
     if not text:
         return None
     text = text[-_MAX_SCAN_CHARS:]
-    thought = text.rfind("</think>")
+    folded = text.lower()
+    thought = folded.rfind("</think>")
     if thought != -1:
-        return text[thought + len("</think>") :]
-    return None if "<think>" in text else text
+        text, folded = text[thought + len("</think>") :], folded[thought + len("</think>") :]
+    return None if "<think>" in folded else text  # a block opened again after the last close is never closed
 
 
 def extract_final_answer(text: str | None, question: str = "") -> str | None:

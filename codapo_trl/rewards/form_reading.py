@@ -215,7 +215,7 @@ _E_NOTATION_RE = re.compile(r"(?<![\w.\\])(\d+(?:\.\d+)?)[eE]([-+]?\d+)(?![\w.])
 _UNIT_RATIO_LEFT_RE = re.compile(r"(?<=[\d\s])\s*/\s*$")
 # Names written as plain text, as code or a calculator writes them (`(4 * sqrt(29)) / 29`, `7/10 * pi`, `2 ln x`): the
 # same functions and constants as their commands, never products of letters (`pi` is not `p i`).
-_PLAIN_ROOT_RE = re.compile(r"(?<![A-Za-z\\])sqrt\s*\(([^()]*)\)")
+_PLAIN_ROOT_RE = re.compile(r"(?<![A-Za-z\\])sqrt\s*(?:\(([^()]*)\)|(\d+(?:\.\d+)?))")  # sqrt(29), sqrt29
 _PLAIN_NAME_RE = re.compile(r"(?<![A-Za-z\\])(sqrt|pi|ln|log|sin|cos|tan|sec|csc|cot|exp|theta|infty)(?![A-Za-z])")
 _TILDE_APPROXIMATELY_RE = re.compile(r"\s*~\s*[-+]?\.?\d")
 _UNICODE_SYMBOLS = {"\u221a": "\\sqrt ", "\u221b": "\\sqrt[3] ", "\u03c0": "\\pi ", "\u221e": "\\infty "}
@@ -376,7 +376,7 @@ def prepare(latex: str) -> tuple[str | None, str | None]:
     text = _UNICODE_ROOT_RE.sub(lambda m: "\\sqrt{" + m.group(1).strip("()") + "}", text)  # √2, √(x+1)
     for symbol, command in _UNICODE_SYMBOLS.items():
         text = text.replace(symbol, command)
-    text = _PLAIN_ROOT_RE.sub(lambda m: "\\sqrt{" + m.group(1) + "}", text)  # sqrt(29)
+    text = _PLAIN_ROOT_RE.sub(lambda m: "\\sqrt{" + (m.group(1) or m.group(2)) + "}", text)  # sqrt(29)
     text = _PLAIN_NAME_RE.sub(lambda m: "\\" + m.group(1) + " ", text)  # pi, ln x
     if _TILDE_APPROXIMATELY_RE.match(text):
         return None, WORDS  # `~12`: "about 12" in plain text (a TeX tie stands between words, not before a value)
@@ -471,7 +471,9 @@ _UNIT_SYNONYMS = {
 # A unit abbreviation of two letters or more written against the number it ends (`4ft`, `12kg`), never one letter
 # (`5t` may be a product).
 _ATTACHED_UNIT_RE = re.compile(
-    r"(?<=\d)(" + "|".join(sorted((u for u in _UNIT_SYNONYMS if len(u) > 1), key=len, reverse=True)) + r")\.?$"
+    r"(?<=\d)("
+    + "|".join(sorted((u for u in _UNIT_SYNONYMS if len(u) > 1), key=len, reverse=True))
+    + r")(?=(?:\s*\^\s*(?:\{\s*[23]\s*\}|[23]))?\.?$)"
 )
 
 

@@ -52,6 +52,7 @@ from codapo_trl.rewards.checks import (
     precheck,
     same_left_side,
     same_number,
+    yes_no,
 )
 from codapo_trl.rewards.deadline_pool import DeadlineProcessPool, TaskOutcome
 from codapo_trl.rewards.extraction import box_in_expression, extract_final_answer, extract_gold
@@ -580,6 +581,10 @@ def _precheck_item(kind: str, predicted: str | None, gold: str | None, question:
     gold_problem = precheck(gold)
     if gold_problem is not None:
         return None, f"gold rejected: {gold_problem}", None, None
+    gold_word = yes_no(gold, gold=True)
+    if gold_word is not None:  # a yes/no question: the word the answer starts with, said once
+        said = yes_no(predicted) if predicted is not None else None
+        return said == gold_word, None if said else (NO_ANSWER if predicted is None else WORDS), said, gold_word
     if looks_like_prose(gold):
         return None, GOLD_NOT_MATH, None, None
     gold_rows = cases_rows(gold)

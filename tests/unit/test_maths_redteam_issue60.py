@@ -33,6 +33,7 @@ CASES = json.loads((FIXTURES / "maths_redteam_issue60.json").read_text(encoding=
 BLACK_BOX = json.loads((FIXTURES / "maths_redteam_issue60_blackbox.json").read_text(encoding="utf-8"))
 SECOND = json.loads((FIXTURES / "maths_redteam_issue60_second.json").read_text(encoding="utf-8"))
 JSON_FIELD = json.loads((FIXTURES / "maths_redteam_issue60_json.json").read_text(encoding="utf-8"))
+READINGS = json.loads((FIXTURES / "maths_redteam_issue60_readings.json").read_text(encoding="utf-8"))
 
 
 def _text(value: str | dict) -> str:
@@ -370,7 +371,10 @@ REAL_OUTPUT_FORMS = [
     ('{"answer": "1\\b2"}', "12", "Find it.", 0.0),  # an escape is never a join of two digits
     ('{"answer": "1\\n2"}', "12", "Find it.", 0.0),
     ('{"answer": "12', "12", "Find it.", 0.0),  # cut off inside the string
-    ('{"answer": [12]}', "12", "Find it.", 0.0),
+    ('{"answer": [12]}', "12", "Find it.", 1.0),  # an array of numbers reads as `\\boxed{[12]}` does
+    ('{"answer": [12, 13]}', "12", "Find it.", 0.0),
+    ('{"answer": [1, 2],\n "reasoning": "both roots"}', "[1,2]", "Find the interval.", 1.0),
+    ('{"answer": ["1", "2"]}', "[1,2]", "Find the interval.", 0.0),  # an array of strings is not read
     ('{"answer": null, "reasoning": "the answer is 12"}', "12", "Find it.", 0.0),  # its object's keys are not read
     ('{"answer": "12"}\n\nWait, so the answer is 13.', "12", "Find it.", 0.0),  # a later anchor wins
     ('{"answer": "13"} \\boxed{12}', "12", "Find it.", 1.0),  # a box wins over every anchor
@@ -390,6 +394,14 @@ REAL_OUTPUT_FORMS = [
     ('<think>\nSo {"answer": "5"}? Let me check again whether', "5", "Find it.", 0.0),  # stopped while reasoning
     ("<think>\nDraft: \\boxed{5}\n</think>\n\nThe answer", "5", "Find it.", 0.0),  # the draft is not the answer
     ("<think>\nIt is 5.\n</think>\n\nThe answer is $\\boxed{5}$.", "5", "Find it.", 1.0),
+    # a yes/no gold (MathOdyssey's college set): the word the answer starts with, said once; never skipped as prose
+    ('{"answer": "No, the equilibrium (0,0) is not stable."}', "No", "Is the equilibrium stable?", 1.0),
+    ('{"answer": "Yes, u is a constant."}', "Yes.", "Must u be constant?", 1.0),
+    ("$\\boxed{\\text{Yes}}$", "Yes", "Must u be constant?", 1.0),
+    ('{"answer": "No, u is not a constant."}', "Yes.", "Must u be constant?", 0.0),
+    ('{"answer": "Yes or no, depending on u."}', "Yes", "Must u be constant?", 0.0),
+    ('{"answer": "No. Actually, yes."}', "Yes", "Must u be constant?", 0.0),
+    ('{"answer": "Stable"}', "Yes", "Is the equilibrium stable?", 0.0),  # an answer in other words is not read
     # each decimal of a collection gold is matched at its own last place (the gold's first decimal set them all)
     ('{"answer": "[4.8, 2.28]"}', "[4.8, 2.28]", "Give the mean and the standard deviation.", 1.0),
     ('{"answer": "[4.8, 2.2804]"}', "[4.8, 2.28]", "Give the mean and the standard deviation.", 1.0),
@@ -452,6 +464,33 @@ def test_black_box_red_team_of_the_json_answer_field():
     wrong = [
         (case["id"], case["expect"], r.reward, r.reason)
         for case, r in zip(JSON_FIELD, results)
+        if (r.reward == 1.0) != (case["expect"] == "pay")
+    ]
+    assert not wrong, wrong
+
+
+def test_black_box_red_team_of_the_latest_readings():
+    """371 cases (218 hostile, 153 honest) by a fifth team that read neither the code nor the tests, against this
+    sitting's readings: options compared as values, plain-text names, units against their number, `~`, think blocks,
+    unquoted fields, each decimal of a collection at its own place. Its first run paid 17 hostile cases (options in
+    other formats, a reopened `<think>`, digits joined by a comma) and refused 22 honest ones; 20 expectations are
+    amended, each with its reason (the one-value rule, the types of `[a, b]`, forms not supported)."""
+    by_id = {case["id"]: case for case in READINGS}
+    for case in READINGS:  # every hostile case has an honest counterpart (paid, or amended as not supported)
+        if case["expect"] == "refuse" and "amended" not in case:
+            twin = by_id[case["counterpart_of"]]
+            assert twin["expect"] == "pay" or "amended" in twin, case["id"]
+    start = time.perf_counter()
+    results = grade_answers(
+        [case["completion"] for case in READINGS],
+        [case["gold"] for case in READINGS],
+        [case["answer_type"] for case in READINGS],
+        questions=[case["question"] for case in READINGS],
+    )
+    assert time.perf_counter() - start < 300
+    wrong = [
+        (case["id"], case["expect"], r.reward, r.reason)
+        for case, r in zip(READINGS, results)
         if (r.reward == 1.0) != (case["expect"] == "pay")
     ]
     assert not wrong, wrong

@@ -218,7 +218,7 @@ def test_gold_from_full_solution_uses_last_box():
 
 
 @pytest.mark.parametrize(
-    "gold", ["hello world", "", None, "}{", r"\boxed{\frac{1}{2}", r"9^{9^{9^9}}", "yes", "Natalia sold clips"]
+    "gold", ["hello world", "", None, "}{", r"\boxed{\frac{1}{2}", r"9^{9^{9^9}}", "yes and no", "Natalia sold clips"]
 )
 def test_unusable_gold_gives_none(gold):
     assert rewards_for([r"\boxed{7}", "no answer"], [gold, gold]) == [None, None]
