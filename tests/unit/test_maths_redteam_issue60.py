@@ -419,6 +419,33 @@ def test_forms_of_real_output_and_their_hostile_neighbours():
     assert not wrong, wrong
 
 
+def _assert_paired(cases: list[dict]) -> None:
+    """Every hostile case of a red team has an honest counterpart (paid, or amended as not supported)."""
+    by_id = {case["id"]: case for case in cases}
+    for case in cases:
+        if case["expect"] == "refuse" and "amended" not in case:
+            twin = by_id[case["counterpart_of"]]
+            assert twin["expect"] == "pay" or "amended" in twin, case["id"]
+
+
+def _mismatches(cases: list[dict]) -> list[tuple]:
+    """A red team's cases graded in one call, with their questions (and answer types where given), bounded in time:
+    the cases graded against their expectation."""
+    start = time.perf_counter()
+    results = grade_answers(
+        [_text(case["completion"]) for case in cases],
+        [_text(case["gold"]) for case in cases],
+        [case.get("answer_type") for case in cases],
+        questions=[_text(case["question"]) for case in cases],
+    )
+    assert time.perf_counter() - start < 300
+    return [
+        (case["id"], case["expect"], r.reward, r.reason)
+        for case, r in zip(cases, results)
+        if (r.reward == 1.0) != (case["expect"] == "pay")
+    ]
+
+
 def test_black_box_red_team_of_the_second_sitting():
     """385 cases by a third team that read neither the code nor the tests, aimed at what the second sitting added
     (unreduced fractions, sums written out, introducing lines, counting sentences, chain members in names, "or"
@@ -426,18 +453,7 @@ def test_black_box_red_team_of_the_second_sitting():
     the box's own rule (text around the value is not read), readings older than this sitting, and the forms not
     supported (a sum with a letter for a bound, counts in words)."""
     assert len(SECOND) >= 380 and {case["expect"] for case in SECOND} == {"pay", "refuse"}
-    start = time.perf_counter()
-    results = grade_answers(
-        [case["completion"] for case in SECOND],
-        [case["gold"] for case in SECOND],
-        questions=[case["question"] for case in SECOND],
-    )
-    assert time.perf_counter() - start < 300
-    wrong = [
-        (case["id"], case["expect"], r.reward, r.reason)
-        for case, r in zip(SECOND, results)
-        if (r.reward == 1.0) != (case["expect"] == "pay")
-    ]
+    wrong = _mismatches(SECOND)
     assert not wrong, wrong
 
 
@@ -449,23 +465,8 @@ def test_black_box_red_team_of_the_json_answer_field():
     a box (its other keys are not read), readings older than the field (percent marks, labels), the question's own
     example holding its gold, and forms not supported."""
     assert len(JSON_FIELD) >= 600 and {case["expect"] for case in JSON_FIELD} == {"pay", "refuse"}
-    by_id = {case["id"]: case for case in JSON_FIELD}
-    for case in JSON_FIELD:  # every hostile case has an honest counterpart (paid, or amended as not supported)
-        if case["expect"] == "refuse" and "amended" not in case:
-            twin = by_id[case["counterpart_of"]]
-            assert twin["expect"] == "pay" or "amended" in twin, case["id"]
-    start = time.perf_counter()
-    results = grade_answers(
-        [_text(case["completion"]) for case in JSON_FIELD],
-        [_text(case["gold"]) for case in JSON_FIELD],
-        questions=[_text(case["question"]) for case in JSON_FIELD],
-    )
-    assert time.perf_counter() - start < 300
-    wrong = [
-        (case["id"], case["expect"], r.reward, r.reason)
-        for case, r in zip(JSON_FIELD, results)
-        if (r.reward == 1.0) != (case["expect"] == "pay")
-    ]
+    _assert_paired(JSON_FIELD)
+    wrong = _mismatches(JSON_FIELD)
     assert not wrong, wrong
 
 
@@ -475,24 +476,9 @@ def test_black_box_red_team_of_the_latest_readings():
     unquoted fields, each decimal of a collection at its own place. Its first run paid 17 hostile cases (options in
     other formats, a reopened `<think>`, digits joined by a comma) and refused 22 honest ones; 20 expectations are
     amended, each with its reason (the one-value rule, the types of `[a, b]`, forms not supported)."""
-    by_id = {case["id"]: case for case in READINGS}
-    for case in READINGS:  # every hostile case has an honest counterpart (paid, or amended as not supported)
-        if case["expect"] == "refuse" and "amended" not in case:
-            twin = by_id[case["counterpart_of"]]
-            assert twin["expect"] == "pay" or "amended" in twin, case["id"]
-    start = time.perf_counter()
-    results = grade_answers(
-        [case["completion"] for case in READINGS],
-        [case["gold"] for case in READINGS],
-        [case["answer_type"] for case in READINGS],
-        questions=[case["question"] for case in READINGS],
-    )
-    assert time.perf_counter() - start < 300
-    wrong = [
-        (case["id"], case["expect"], r.reward, r.reason)
-        for case, r in zip(READINGS, results)
-        if (r.reward == 1.0) != (case["expect"] == "pay")
-    ]
+    assert len(READINGS) >= 360 and {case["answer_type"] for case in READINGS} == {"math", "choice"}
+    _assert_paired(READINGS)
+    wrong = _mismatches(READINGS)
     assert not wrong, wrong
 
 
