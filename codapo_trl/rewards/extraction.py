@@ -117,12 +117,13 @@ _CJK_ANCHOR_RE = re.compile(r"[\u3040-\u30ff\u4e00-\u9fff\uac00-\ud7af]")
 # anything else (an array of anything but numbers, an object, `null`, a string that never closes) states no answer.
 _JSON_ANSWER_RE = re.compile(r'"answer"\s*:\s*')
 _JSON_VALUE_RE = re.compile(
-    r'(?:"((?:[^"\\\n]|\\[^\n])*)"(?=\s*$)|(?:"((?:[^"\\\n]|\\[^\n])*)"|(-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][-+]?\d+)?)'
+    r'(?:"((?:[^"\\\n]|\\[^\n])*+)"(?=\s*$)|(?:"((?:[^"\\\n]|\\[^\n])*+)"|(-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][-+]?\d+)?)'
     r"|(\[[-+.\deE, ]*\]))"  # an array of numbers, read as the list it writes (`[1, 2]`)
     r'(?=\s*(?:,\s*(?:"|\}|$)|\}))'
     # an expression written without quotes, not valid JSON (`"answer": 869/27`), up to the next key or the end of
     # its object (an expression's characters only: no quotes, commas, marks or units)
-    r'|(?!(?:null|true|false)\b)([\w.+\-*/^()\\][\w .+\-*/^()\\]*?)(?=,?[ \t]*(?:\n\s*)?\}|,\s*"[^"\n]*"\s*:))'
+    r'|(?!(?:null|true|false)\b)([\w.+\-*/^()\\][\w.+\-*/^()\\]*+(?:[ \t]++[\w.+\-*/^()\\]++)*+)'
+    r'(?=[ \t]*+,?[ \t]*+(?:\n\s*+)?\}|[ \t]*+,\s*+"[^"\n]*+"\s*+:))'
 )
 # After the object: closing brackets, quotes or emphasis, a full stop or a comment, then the end of its line or a code
 # fence (`{"answer": "5"}["answer"] + "0"` is code).
@@ -131,7 +132,8 @@ _JSON_AFTER_OBJECT_RE = re.compile(r"[ \t\]}`'\"*)]*(?:```|[.,;]?[ \t]*(?://[^\n
 # (`\frac`, `\neq`, `\times`), kept as written; any other backslash is kept too (`\(`, `\,`).
 _JSON_ESCAPE_RE = re.compile(r'\\(?:u([0-9a-fA-F]{4})|(["\\/])|([bfnrt])(?![A-Za-z]))')
 _JSON_WHITESPACE = {"b": " ", "f": " ", "n": "\n", "r": "\r", "t": "\t"}  # a space: never two digits made one
-_JSON_SCAN_RE = re.compile(r'"(?:[^"\\\n]|\\.)*"|[{}]')
+# A string that never closes is one token up to its line's end (possessive: no retry from each quote inside it).
+_JSON_SCAN_RE = re.compile(r'"(?:[^"\\\n]|\\.|\\(?=\n|\Z))*+(?:"|(?=\n)|\Z)|[{}]')
 
 
 def _json_escape(match: re.Match[str]) -> str:

@@ -534,8 +534,20 @@ def test_amended_cases_are_refused_when_the_question_states_them():
         ". " * 16000,  # full stops and blanks after the phrase
         '{"answer": "' + "\\\\" * 16000,  # a JSON answer string of backslashes that never closes
         '"answer": "x", ' * 2000 + '{"a": "' * 2000,  # many fields, then strings and no brace closing them
+        '{"answer": a'
+        + " " * 30000,  # an unquoted value, then blanks (21 s of backtracking before they were possessive)
+        '{"answer": "5", "x": "' + '\\"' * 15000,  # a string of escaped quotes that never closes (5.7 s before)
     ],
-    ids=["verbs", "negation", "conjunctions", "stops", "json-backslashes", "json-unclosed"],
+    ids=[
+        "verbs",
+        "negation",
+        "conjunctions",
+        "stops",
+        "json-backslashes",
+        "json-unclosed",
+        "json-blanks",
+        "json-quotes",
+    ],
 )
 def test_reading_an_answer_phrase_is_linear_in_the_trainers_thread(tail):
     """Extraction runs in the trainer's process (only the judge runs in workers), so what issue 60 added to it (the
