@@ -122,7 +122,7 @@ _JSON_VALUE_RE = re.compile(
     r'(?=\s*(?:,\s*(?:"|\}|$)|\}))'
     # an expression written without quotes, not valid JSON (`"answer": 869/27`), up to the next key or the end of
     # its object (an expression's characters only: no quotes, commas, marks or units)
-    r'|(?!(?:null|true|false)\b)([\w.+\-*/^()\\][\w.+\-*/^()\\]*+(?:[ \t]++[\w.+\-*/^()\\]++)*+)'
+    r"|(?!(?:null|true|false)\b)([\w.+\-*/^()\\][\w.+\-*/^()\\]*+(?:[ \t]++[\w.+\-*/^()\\]++)*+)"
     r'(?=[ \t]*+,?[ \t]*+(?:\n\s*+)?\}|[ \t]*+,\s*+"[^"\n]*+"\s*+:))'
 )
 # After the object: closing brackets, quotes or emphasis, a full stop or a comment, then the end of its line or a code
