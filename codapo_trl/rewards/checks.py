@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from decimal import Decimal, InvalidOperation
@@ -163,6 +164,11 @@ _LABEL_RE = re.compile(r"[(\[]?\s*([A-Ja-j])\s*(?:[)\].:]|$)")
 _COMMAND_RE = re.compile(r"\\[A-Za-z]+")
 
 
+def _bare(answer: str) -> str:
+    """An answer's text with its `\\text{}` groups unwrapped and its math delimiters and emphasis taken out."""
+    return _unwrap_text(answer).replace("$", "").replace("*", "").strip()
+
+
 def choice_letter(answer: str, strict: bool = True, question: str = "") -> str | None:
     """The option letter A-J that `answer` names (`"B"`, `"(b)"`, `"\\text{(B)}"`, `"(B)\\ 70"`), upper-cased, or
     `None`.
@@ -189,8 +195,7 @@ def choice_letter(answer: str, strict: bool = True, question: str = "") -> str |
 
         ```
     """
-    text = _unwrap_text(answer).replace("$", "").replace("*", "").strip()
-    text = _OPTION_WORD_RE.sub("", text)  # "Option C", "Choice (B)"
+    text = _OPTION_WORD_RE.sub("", _bare(answer))  # "Option C", "Choice (B)"
     match = re.fullmatch(r"[(\[]?\s*([A-Ja-j])\s*[)\]]?\s*\.?", text)
     if match is not None:
         return match.group(1).upper()
@@ -240,8 +245,7 @@ def _is_option_text(letter: str, rest: str, question: str) -> bool:
     written = _flatten_option(rest).replace(",", "")
     if not written or not question:
         return False
-    lines = re.sub(r"\\\\|\n", "\n", _unwrap_text(question)).split("\n")
-    flat = "\n".join(_flatten_option(line).replace(",", "") for line in lines)
+    flat = _flat_question(question)
     if re.search(r"[A-Za-z]{3}", written):  # words ("Horizontal Asymptote" for `\\text{horizontal asymptote}`)
         written, flat, letter = written.lower(), flat.lower(), letter.lower()  # case counts in `2x`, not in words
     for mark in (f"({letter})", f"{letter})", f"{letter}.", f"{letter}:"):
@@ -254,16 +258,25 @@ def _is_option_text(letter: str, rest: str, question: str) -> bool:
     return False
 
 
+@functools.lru_cache(maxsize=256)
+def _flat_question(question: str) -> str:
+    """The question's lines, each flattened as `_flatten_option` does, commas out; cached, as every rollout of a
+    question asks for it."""
+    lines = re.sub(r"\\\\|\n", "\n", _unwrap_text(question)).split("\n")
+    return "\n".join(_flatten_option(line).replace(",", "") for line in lines)
+
+
 _OPTION_MARK_RE = re.compile(
     r"(?:^|(?<=[\s&(]))(?:\((?P<a>[A-Ja-j])\)|(?P<b>[A-Ja-j])[).:])(?=[\s\\&$]|$)", re.MULTILINE
 )
 _OPTION_END_RE = re.compile(r"\\\\|\n")
 
 
+@functools.lru_cache(maxsize=256)
 def _listed_options(question: str) -> dict[str, str]:
     """The options a question lists, letter -> text as written (`\\text{}` unwrapped): each mark (`(B)`, `B)`, `B.`)
     after a blank, a line's start or an alignment mark, its text up to the next mark or the end of its line; only
-    where two letters or more are listed."""
+    where two letters or more are listed. Cached per question (callers only read it)."""
     text = _unwrap_text(question)
     marks = list(_OPTION_MARK_RE.finditer(text))
     options: dict[str, str] = {}
@@ -294,7 +307,7 @@ def named_option(answer: str, question: str) -> tuple[str, str, str] | None:
     """`(letter, value, the option's text)` for an answer that writes a letter the question lists and a value after
     it in its own notation (`"A) -16m^4p^6/n^5"` for `\\text{A)}\\ & \\frac{-16m^4p^6}{n^5}`), to be compared with
     the option's text as values; `None` for any other answer."""
-    text = _OPTION_WORD_RE.sub("", _unwrap_text(answer).replace("$", "").replace("*", "").strip())
+    text = _OPTION_WORD_RE.sub("", _bare(answer))
     match = _LABEL_RE.match(text)
     if match is None or not match.group(1).isupper() or not question:
         return None
@@ -322,7 +335,7 @@ def yes_no(answer: str, gold: bool = False) -> str | None:
 
         ```
     """
-    text = _unwrap_text(answer).replace("$", "").replace("*", "").strip()
+    text = _bare(answer)
     if gold:
         match = _YES_NO_GOLD_RE.fullmatch(text)
         return match.group(1).lower() if match else None

@@ -1,6 +1,6 @@
 """Compare: whether two typed values are the same value, exactly (run in the grader's worker processes).
 
-Length: about 730 lines: typed values and the exact equality of each type (numbers, decimals at a precision,
+Length: about 745 lines: typed values and the exact equality of each type (numbers, decimals at a precision,
 expressions in letters, sums, collections, intervals and relations) are one job, comparing; the judgement of what an
 answer states, against the question, is `judging`'s.
 

@@ -117,13 +117,14 @@ _CJK_ANCHOR_RE = re.compile(r"[\u3040-\u30ff\u4e00-\u9fff\uac00-\ud7af]")
 # anything else (an array of anything but numbers, an object, `null`, a string that never closes) states no answer.
 _JSON_ANSWER_RE = re.compile(r'"answer"\s*:\s*')
 _JSON_VALUE_RE = re.compile(
-    r'(?:"((?:[^"\\\n]|\\[^\n])*+)"(?=\s*$)|(?:"((?:[^"\\\n]|\\[^\n])*+)"|(-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][-+]?\d+)?)'
+    r'"((?:[^"\\\n]|\\[^\n])*+)"(?=\s*(?:$|,\s*(?:"|\}|$)|\}))'  # a string, closed (the text may end after it)
+    r"|(?:(-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][-+]?\d+)?)"
     r"|(\[[-+.\deE, ]*\]))"  # an array of numbers, read as the list it writes (`[1, 2]`)
     r'(?=\s*(?:,\s*(?:"|\}|$)|\}))'
     # an expression written without quotes, not valid JSON (`"answer": 869/27`), up to the next key or the end of
     # its object (an expression's characters only: no quotes, commas, marks or units)
     r"|(?!(?:null|true|false)\b)([\w.+\-*/^()\\][\w.+\-*/^()\\]*+(?:[ \t]++[\w.+\-*/^()\\]++)*+)"
-    r'(?=[ \t]*+,?[ \t]*+(?:\n\s*+)?\}|[ \t]*+,\s*+"[^"\n]*+"\s*+:))'
+    r'(?=[ \t]*+,?[ \t]*+(?:\n\s*+)?\}|[ \t]*+,\s*+"[^"\n]*+"\s*+:)'
 )
 # After the object: closing brackets, quotes or emphasis, a full stop or a comment, then the end of its line or a code
 # fence (`{"answer": "5"}["answer"] + "0"` is code).
@@ -157,32 +158,32 @@ def _json_object_end(text: str, start: int) -> int:
     return len(text)
 
 
-def _json_answer(text: str, question: str = "") -> tuple[int, int, str | None] | None:
-    """The last `"answer": value` field of `text` outside the object of an earlier one: `(where it starts, where
-    its object ends, the value read)`, the value `None` when it is no JSON string or number; `None` if `text` has no
-    such field. A field inside an earlier field's object (an unescaped quote in its "reasoning") is part of that
+def _json_answer(text: str, question: str = "") -> tuple[int, str | None] | None:
+    """The last `"answer": value` field of `text` outside the object of an earlier one: `(where its object ends, the
+    value read)`, the value `None` when it is no JSON string or number; `None` if `text` has no such field. A field inside an earlier field's object (an unescaped quote in its "reasoning") is part of that
     object, not read; the fields are found in one pass (linear in the text)."""
     last, position = None, 0
     while (field := _JSON_ANSWER_RE.search(text, position)) is not None:
         value = _JSON_VALUE_RE.match(text, field.end())
         end = _json_object_end(text, field.end() if value is None else value.end())
-        last, position = (field.start(), end, value), max(end, field.end())
+        last, position = (end, value), max(end, field.end())
     if last is None:
         return None
-    start, end, value = last
+    end, value = last
     if value is None or (end < len(text) and not _JSON_AFTER_OBJECT_RE.match(text, end)):
-        return start, end, None
-    if value.group(3) is not None:
-        return start, end, _json_number(value.group(3))
-    if value.group(4) is not None or value.group(5) is not None:
-        return start, end, (value.group(4) or value.group(5)).strip() or None
-    decoded = _JSON_ESCAPE_RE.sub(_json_escape, value.group(1) if value.group(1) is not None else value.group(2))
+        return end, None
+    string, number, array, unquoted = value.groups()
+    if number is not None:
+        return end, _json_number(number)
+    if string is None:
+        return end, (array or unquoted).strip() or None
+    decoded = _JSON_ESCAPE_RE.sub(_json_escape, string)
     if any("\ud800" <= char <= "\udfff" for char in decoded):
         try:  # a pair of `\uXXXX` surrogates is one character; a lone one is no text
             decoded = decoded.encode("utf-16", "surrogatepass").decode("utf-16")
         except UnicodeDecodeError:
-            return start, end, None
-    return start, end, _field_value(decoded.strip(" \t\r\n*"), question) or None
+            return end, None
+    return end, _field_value(decoded.strip(" \t\r\n*"), question) or None
 
 
 def _json_number(number: str) -> str | None:
@@ -217,8 +218,8 @@ def _after_last_phrase(text: str, question: str = "", fields: bool = True) -> st
     for match in _PHRASE_RE.finditer(text):  # noqa: B007 - we want the last one
         pass
     field = _json_answer(text, question) if fields else None
-    if field is not None and (match is None or match.start() < field[1]):
-        return field[2]  # the field is the last anchor; a phrase in its object (a "reasoning" key) is not read
+    if field is not None and (match is None or match.start() < field[0]):
+        return field[1]  # the field is the last anchor; a phrase in its object (a "reasoning" key) is not read
     if match is None:
         return None
     rest = _AFTER_PHRASE_RE.sub("", text[match.end() :], count=1)  # "Final Answer:\n\n$$7$$", "\\textbf{Answer:} 7"
