@@ -1,5 +1,5 @@
-"""Round 3's analysis (issue 63; the design note's sections 3.4-3.5, registered in PREREGISTRATION.md once it is
-committed): the macro primary, its tests and label at the registered looks, the secondaries and the mechanism
+"""Round 3's analysis (issue 63; the design note's sections 3.4-3.5, registered in PREREGISTRATION.md): the macro
+primary, its tests and label at the registered looks, the secondaries and the mechanism
 tables, from the committed run folders.
 
     PYTHONPATH=experiments/codapo_vs_grpo python experiments/codapo_vs_grpo_r3/analysis.py \\
@@ -48,6 +48,7 @@ from pathlib import Path
 
 import stats  # round 1's modules, by name (PYTHONPATH=experiments/codapo_vs_grpo)
 from arms import ARMS, CONTROL, LADDER, PRIMARY, READ_OUT_BATCHES, SAMPLED_BATCHES
+from outcome import publish
 from report import clip_fraction_on_s, s_pick_outcomes, s_picks_by_level
 from round2 import analysis as round_2
 
@@ -568,12 +569,7 @@ def main(argv: list[str] | None = None) -> dict:
     options = parser.parse_args(argv)
     warm, runs = load_runs(options.results_dir / "runs")
     result = analyse(runs, warm, options.final_seeds, tuple(options.ladder))
-    out = options.output_dir or options.results_dir
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "analysis.json").write_text(json.dumps(result, indent=1) + "\n")
-    (out / "analysis.md").write_text(to_markdown(result))
-    print(to_markdown(result))
-    return result
+    return publish(result, (options.output_dir or options.results_dir) / "analysis.json", to_markdown(result))
 
 
 if __name__ == "__main__":

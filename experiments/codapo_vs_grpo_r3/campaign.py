@@ -13,12 +13,13 @@ with a checkpoint at every read-out step; greedy read-outs of the held-out set (
 levels 4 / 5 / 7, round 2's) after generation batches 8, 16, 24 and 32, and avg@4 at T = 0.6 after batch 32 (round 1's
 `run.evaluate`: summary plus gzipped samples). Into `results/runs/<arm>-seed<seed>/` go the trainer state, the
 compressed question log (`questions.jsonl.gz`), the recipe, the command, the training's wall seconds, the read-outs
-and `done.json` (pool file and its SHA-256, the repository commit). A run with `done.json` is skipped; a run whose
-training finished is only read out; a run whose training did not finish restarts from scratch (the registered rule,
-and a resumed multi-epoch run would not reproduce: see tests/integration/test_codapo_epochs.py). The warm start is
-read out once the same way (`runs/warm_start/`).
+and `done.json` (pool file and its SHA-256, the repository commit, the CPU and any preload). A run with `done.json` is
+skipped; a run whose training finished is only read out; a run whose training did not finish restarts from scratch,
+its earlier read-outs deleted (the registered rule: a restart needs no checkpoint to be trusted). The warm start is read
+out once the same way (`runs/warm_start/`).
 
-The grader is not pinned here: round 3 grades with the repository's grader as of the registered commit.
+Round 3 grades with the repository's grader as registered, defaults included: a `CODAPO_GRADER_*` variable is
+refused, and so is an AMD CPU without round 2's `mkl_intel_path` preload (MKL's kernels differ by vendor).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import argparse
 import hashlib
 import json
 import logging
+import os
 import shutil
 import subprocess
 import sys
@@ -89,6 +91,57 @@ def repository_commit() -> str | None:
         return None
 
 
+def _cpuinfo(field: str) -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
+            lines = [line.split(":", 1) for line in cpuinfo if ":" in line]
+    except OSError:
+        return ""
+    return next((value.strip() for key, value in lines if key.strip() == field), "")
+
+
+def cpu_model() -> str:
+    """The CPU's model name (runs of one campaign may land on machines of different models: each run says which)."""
+    return _cpuinfo("model name") or "unknown"
+
+
+def mkl_path_problem(vendor: str, preload: str) -> str | None:
+    """Why MKL would not compute on its Intel code path here, or None. MKL picks its float32 kernels by CPU vendor;
+    the pinned warm start and round 2's Xeon runs used its Intel path, which an AMD CPU takes only with round 2's shim
+    preloaded (`experiments/codapo_vs_grpo_r2/mkl_intel_path.c`).
+
+    Example:
+        >>> mkl_path_problem("GenuineIntel", ""), mkl_path_problem("AuthenticAMD", "/tmp/mkl_intel_path.so")
+        (None, None)
+        >>> mkl_path_problem("AuthenticAMD", "")[:34]
+        'an AMD CPU without mkl_intel_path:'
+    """
+    if vendor != "AuthenticAMD" or "mkl_intel_path" in preload:
+        return None
+    return (
+        "an AMD CPU without mkl_intel_path: build it with `gcc -shared -fPIC -O2 -o /tmp/mkl_intel_path.so "
+        "experiments/codapo_vs_grpo_r2/mkl_intel_path.c` and run with LD_PRELOAD=/tmp/mkl_intel_path.so, so that MKL "
+        "computes on the Intel code path every run of this campaign uses"
+    )
+
+
+def grader_settings_problem(environment: dict[str, str]) -> str | None:
+    """Why the grader would not run with its defaults here, or None. Round 3 grades with the repository's grader as
+    registered, defaults included (its worker count, CPU time and memory per answer, the after-box rule), so a
+    `CODAPO_GRADER_*` variable left in the shell is refused rather than obeyed.
+
+    Example:
+        >>> grader_settings_problem({"PATH": "/bin"}) is None
+        True
+        >>> grader_settings_problem({"CODAPO_GRADER_READ_AFTER_BOX": "0"})
+        'unset CODAPO_GRADER_READ_AFTER_BOX: round 3 grades with the grader as registered, defaults included'
+    """
+    names = sorted(name for name in environment if name.startswith("CODAPO_GRADER_"))
+    if not names:
+        return None
+    return f"unset {' '.join(names)}: round 3 grades with the grader as registered, defaults included"
+
+
 def run_one(arm: str, seed: int, options: argparse.Namespace, benchmark) -> None:
     name = f"{arm}-seed{seed}"
     results = options.results_dir / "runs" / name
@@ -100,7 +153,8 @@ def run_one(arm: str, seed: int, options: argparse.Namespace, benchmark) -> None
     results.mkdir(parents=True, exist_ok=True)
     recipe = seeded_recipe(arm, seed, pool.relative_to(ROOT) if pool.is_relative_to(ROOT) else pool, options.set)
     if not ((work / "train_results.json").exists() and (work / "model.safetensors").exists()):
-        shutil.rmtree(work, ignore_errors=True)  # an unfinished training restarts from scratch
+        shutil.rmtree(work, ignore_errors=True)  # an unfinished training restarts from scratch,
+        shutil.rmtree(results / "eval", ignore_errors=True)  # and an earlier training's read-outs are not its own
         work.mkdir(parents=True)
         recipe_path = work / "recipe.yaml"
         recipe_path.write_text(yaml.safe_dump(recipe, sort_keys=False))
@@ -109,10 +163,11 @@ def run_one(arm: str, seed: int, options: argparse.Namespace, benchmark) -> None
         (results / "command.txt").write_text(" ".join(shown) + "\n")
         shutil.copy(recipe_path, results / "recipe.yaml")
         logger.info("Training %s: %s", name, " ".join(command))
-        start = time.perf_counter()
+        start, load_before = time.perf_counter(), os.getloadavg()
         with open(work / "train.log", "w") as log:
             subprocess.run(command, check=True, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
-        (results / "train_seconds.json").write_text(json.dumps({"seconds": time.perf_counter() - start}))
+        seconds = {"seconds": time.perf_counter() - start, "load_before": load_before, "load_after": os.getloadavg()}
+        (results / "train_seconds.json").write_text(json.dumps(seconds))  # load: 1/5/15-min averages (quiet?)
     for file in COPIED:
         shutil.copy(work / file, results / file)
     for step, evaluation in read_outs(arm):
@@ -122,7 +177,8 @@ def run_one(arm: str, seed: int, options: argparse.Namespace, benchmark) -> None
         if not options.keep_checkpoints:
             shutil.rmtree(work / f"checkpoint-{step}", ignore_errors=True)
     done = {"arm": arm, "seed": seed, "pool": str(recipe["dataset_name"]), "pool_sha256": sha256(pool),
-            "commit": repository_commit(), "overrides": dict(options.set)}  # fmt: skip
+            "commit": repository_commit(), "overrides": dict(options.set), "cpu": cpu_model(),
+            "ld_preload": os.environ.get("LD_PRELOAD", "")}  # fmt: skip
     (results / "done.json").write_text(json.dumps(done))
 
 
@@ -158,6 +214,10 @@ def main(argv: list[str] | None = None) -> None:
     except ValueError as error:
         parser.error(str(error))
     configure_logging()
+    problem = mkl_path_problem(_cpuinfo("vendor_id"), os.environ.get("LD_PRELOAD", ""))
+    problem = problem or grader_settings_problem(dict(os.environ))
+    if problem:
+        parser.error(problem)
     stale = stale_pools(options.seeds, options.pool_size)
     if stale:
         parser.error("pools not as pools.py writes them: " + "; ".join(stale))

@@ -20,11 +20,11 @@ Only wall seconds are read (round 2's `cost_rule.run_seconds`: `train_seconds.js
 from __future__ import annotations
 
 import argparse
-import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from arms import CONTROL, LADDER, PRIMARY
+from outcome import publish
 from round2 import cost_rule as round_2
 
 
@@ -93,10 +93,7 @@ def main(argv: list[str] | None = None) -> dict:
         "budget_hours": BUDGET_HOURS,
         **decide(hours, spent, options.ladder),
     }
-    if options.output:
-        options.output.write_text(json.dumps(outcome, indent=1) + "\n")
-    print(json.dumps(outcome, indent=1))
-    return outcome
+    return publish(outcome, options.output)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Round 3's pilot rules (issue 63; the design note's section 3.6), to be registered before the pilot runs.
+"""Round 3's pilot rules (issue 63; the design note's section 3.6), registered in PREREGISTRATION.md before the pilot.
 
     PYTHONPATH=experiments/codapo_vs_grpo python experiments/codapo_vs_grpo_r3/pilot_rules.py \\
         --pilot experiments/codapo_vs_grpo_r3/results/pilot --attempt 1
@@ -25,7 +25,6 @@ The verdict names what happens next: `campaign` (all gates passed), `repeat_with
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import statistics
 from collections.abc import Mapping, Sequence
@@ -33,6 +32,7 @@ from pathlib import Path
 
 import analysis  # this folder's module (run as a script)
 from arms import ARMS, READ_OUT_BATCHES
+from outcome import publish
 from round2 import cost_rule as round_2_costs
 
 
@@ -102,9 +102,13 @@ def verdict(learning: bool, stable: bool, a3_moves: bool | None, attempt: int, a
 
 
 def apply_rules(runs_dir: Path, grpo_seeds: Sequence[int], a3_seeds: Sequence[int], attempt: int,
-                a3_attempt: int) -> dict:  # fmt: skip
-    """The rules' outcome from the pilot's run folders (`load_runs`' layout)."""
+                a3_attempt: int, a3_runs_dir: Path | None = None) -> dict:  # fmt: skip
+    """The rules' outcome from the pilot's run folders (`load_runs`' layout); A3's runs are read from `a3_runs_dir`
+    where given (its lr-5e-6 re-pilot, in a folder of its own so that its run does not meet the first one's)."""
     warm, runs = analysis.load_runs(runs_dir)
+    if a3_runs_dir is not None:
+        runs = {key: run for key, run in runs.items() if key[0] != "codapo_authors"}
+        runs |= {key: run for key, run in analysis.load_runs(a3_runs_dir)[1].items() if key[0] == "codapo_authors"}
     if "greedy" not in warm:
         raise ValueError(f"{runs_dir} has no warm_start/greedy read-out (the learning gate's reference).")
     wanted = [("grpo", s) for s in grpo_seeds] + [("codapo_authors", s) for s in a3_seeds]
@@ -147,6 +151,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--a3-attempt", type=int, choices=(1, 2), default=1, help="2: A3 at lr 5e-6")
     parser.add_argument("--grpo-seeds", nargs="+", type=int, default=None, help="default: the attempt's seeds")
     parser.add_argument("--a3-seeds", nargs="*", type=int, default=None, help="default: 202")
+    parser.add_argument("--a3-pilot", type=Path, default=None, help="A3's re-pilot folder (default: --pilot)")
+    parser.add_argument("--output", type=Path, default=None, help="default: --pilot/pilot_rules.json")
     options = parser.parse_args(argv)
     seeds = SEEDS[options.attempt]
     outcome = apply_rules(
@@ -155,10 +161,9 @@ def main(argv: list[str] | None = None) -> dict:
         seeds["codapo_authors"] if options.a3_seeds is None else options.a3_seeds,
         options.attempt,
         options.a3_attempt,
+        None if options.a3_pilot is None else options.a3_pilot / "runs",
     )
-    (options.pilot / "pilot_rules.json").write_text(json.dumps(outcome, indent=1) + "\n")
-    print(json.dumps(outcome, indent=1))
-    return outcome
+    return publish(outcome, options.output or options.pilot / "pilot_rules.json")
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers_scripts import load_script
+from helpers_scripts import changed_since_registered, load_script, registered_hashes
 
 
 pytest.importorskip("scipy")
@@ -379,30 +379,22 @@ REGISTERED_SCRIPTS = {
 }
 
 
-def registered_hashes(text: str) -> dict[str, str]:
-    """The `| `PATH` | `SHA256` |` rows between amendment 2's registered-hashes markers."""
-    import re
-
-    block = text.split("<!-- registered-hashes: begin -->")[1].split("<!-- registered-hashes: end -->")[0]
-    return dict(re.findall(r"^\| `([^`]+)` \| `([0-9a-f]{64})` \|$", block, flags=re.MULTILINE))
-
-
 def test_registered_scripts_match_their_hashes():
     """Amendment 2 records the SHA-256 of every script that runs, reads out and analyses round 2; a changed script
     fails here until a dated amendment records its new hash (the analysis cannot drift silently)."""
-    import hashlib
-
-    root = ROUND_2.parents[1]
     recorded = registered_hashes((ROUND_2 / "PREREGISTRATION.md").read_text())
     assert set(recorded) == REGISTERED_SCRIPTS
-    changed = [
-        path for path, digest in recorded.items() if hashlib.sha256((root / path).read_bytes()).hexdigest() != digest
-    ]
+    changed = changed_since_registered(ROUND_2.parents[1], recorded)
     assert not changed, f"{changed} changed since amendment 2 registered them: record the change in a dated amendment"
 
 
-REMAKES = ("warm_start_v4_remade_2026-11-27", "warm_start_v4_remade_2026-11-29")
-"""The re-makes of the lost pinned warm start; the second ran on an AMD EPYC with MKL on its Intel code path."""
+REMAKES = (
+    "codapo_vs_grpo_r2/results/warm_start_v4_remade_2026-11-27",
+    "codapo_vs_grpo_r2/results/warm_start_v4_remade_2026-11-29",
+    "codapo_vs_grpo_r3/results/warm_start_v4_remade_2026-12-02",
+)
+"""The re-makes of the lost pinned warm start, below `experiments/`; the second ran on an AMD EPYC with MKL on its
+Intel code path, the third (round 3's first, before its registration) on a Xeon with bf16."""
 PINNED_MAKE_SECONDS = 108.9
 """The wall time the pinned make wrote into its record (the second sitting of 2026-11-26 reports "109 s")."""
 
@@ -419,7 +411,7 @@ def test_the_re_made_warm_start_is_the_pinned_one_but_for_its_wall_time(round_1_
 
     parse_pin = sys.modules["run"].parse_pin
     pinned = parse_pin((ROUND_2 / "warm_start_v4.sha256").read_text())
-    remade_dir = ROUND_2 / "results" / remake
+    remade_dir = ROUND_2.parent / remake
     remade = parse_pin((remade_dir / "files.sha256").read_text())
     assert set(remade) == set(pinned) and "model.safetensors" in pinned
     assert [name for name in sorted(pinned) if remade[name] != pinned[name]] == ["warm_start.json"]
@@ -438,11 +430,11 @@ def test_mkl_on_its_amd_code_path_re_makes_other_weights(round_1_modules):
     digit), while the data, the arguments and the versions stayed those of the pinned make."""
     parse_pin = sys.modules["run"].parse_pin
     pinned = parse_pin((ROUND_2 / "warm_start_v4.sha256").read_text())
-    amd_dir = ROUND_2 / "results" / REMAKES[1] / "mkl_amd_path"
+    amd_dir = ROUND_2.parent / REMAKES[1] / "mkl_amd_path"
     amd = parse_pin((amd_dir / "files.sha256").read_text())
     assert [name for name in sorted(pinned) if amd[name] != pinned[name]] == ["model.safetensors", "warm_start.json"]
     amd_record = json.loads((amd_dir / "warm_start.json").read_text())
-    intel_record = json.loads((ROUND_2 / "results" / REMAKES[1] / "warm_start.json").read_text())
+    intel_record = json.loads((ROUND_2.parent / REMAKES[1] / "warm_start.json").read_text())
     for key in ("args", "examples", "versions", "optimizer_steps"):
         assert amd_record[key] == intel_record[key], key
     assert amd_record["loss_first"][0] != intel_record["loss_first"][0]

@@ -5,6 +5,7 @@ values."""
 
 from __future__ import annotations
 
+import doctest
 import json
 import statistics
 import sys
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from helpers_scripts import load_script
+from helpers_scripts import changed_since_registered, load_script, registered_hashes
 
 from codapo_trl.dynamics.question_log import append_lines
 
@@ -22,7 +23,7 @@ EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"
 ROUND_1 = EXPERIMENTS / "codapo_vs_grpo"
 ROUND_3 = EXPERIMENTS / "codapo_vs_grpo_r3"
 ROUND_1_NAMES = ("run", "stats", "after_box", "report")
-ROUND_3_NAMES = ("arms", "pools", "round2", "analysis", "pilot_rules", "cost_rule", "campaign")
+ROUND_3_NAMES = ("arms", "pools", "round2", "outcome", "analysis", "pilot_rules", "cost_rule", "campaign")
 
 
 @pytest.fixture
@@ -43,6 +44,43 @@ def r3():
             sys.modules.pop(name, None)
         else:
             sys.modules[name] = old
+
+
+@pytest.mark.parametrize("name", ROUND_3_NAMES)
+def test_doctests(r3, name):
+    """Every example in round 3's scripts runs as written."""
+    failures, _ = doctest.testmod(getattr(r3, name), optionflags=doctest.ELLIPSIS)
+    assert failures == 0
+
+
+REGISTERED_SCRIPTS = (
+    *(f"experiments/codapo_vs_grpo_r3/{name}.py" for name in ROUND_3_NAMES),
+    *(f"experiments/codapo_vs_grpo/{name}.py" for name in (*ROUND_1_NAMES, "warm_start")),
+    "experiments/compare.py",  # round 1's runner takes its arms' overrides from it
+    *(
+        f"experiments/codapo_vs_grpo_r2/{name}"
+        for name in ("analysis.py", "cost_rule.py", "mkl_intel_path.c", "warm_start_v4.sha256")
+    ),  # fmt: skip
+    "recipes/codapo_math.py",
+    "codapo_trl/answers.py",  # the maths grader, frozen from the pilot on, and the held-out set's builder
+    *(
+        f"codapo_trl/rewards/{name}.py"
+        for name in ("math", "grading", "judging", "checks", "equality", "extraction", "form_reading", "deadline_pool")
+    ),  # fmt: skip
+    "codapo_trl/data/arithmetic.py",
+)
+
+
+def test_registered_files_match_their_hashes(r3):
+    """The registration records the SHA-256 of every file that makes, runs, reads out, grades and analyses round 3:
+    the scripts (round 3's, and round 1's and 2's it imports), every arm's recipe, every committed pool and the maths
+    grader. A changed file fails here until a dated amendment records its new hash."""
+    recorded = registered_hashes((ROUND_3 / "PREREGISTRATION.md").read_text())
+    pools = {f"experiments/codapo_vs_grpo_r3/pools/64/seed{s}.jsonl" for s in (*range(14), *range(200, 205))}
+    recipes = {f"experiments/codapo_vs_grpo_r3/recipes/{arm}.yaml" for arm in r3.arms.ARMS}
+    assert set(recorded) == {*REGISTERED_SCRIPTS, *pools, *recipes}
+    changed = changed_since_registered(EXPERIMENTS.parent, recorded)
+    assert not changed, f"{changed} changed since the registration: record the change in a dated amendment"
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -381,6 +419,20 @@ def test_pilot_stability_gate(r3, tmp_path):
     assert outcome["gate_2_stability"]["runs"]["codapo_authors-seed202"]["passed"]
 
 
+def test_a3_re_pilot_is_read_from_its_own_folder(r3, tmp_path):
+    """Gate 3's second attempt: A3 at lr 5e-6 re-runs seed 202 in a folder of its own; the rules take GRPO and the
+    warm start from the first pilot and A3 from the re-pilot alone, and write their outcome where they are told."""
+    write_pilot(tmp_path / "pilot" / "runs", r3, 37.5, 31.0)  # the first A3 moved too little
+    write_run(tmp_path / "repilot" / "runs", r3, "codapo_authors", 202, 36.0, seconds=2500)
+    out = tmp_path / "pilot" / "pilot_rules_a3_attempt2.json"
+    args = ["--pilot", str(tmp_path / "pilot"), "--a3-attempt", "2", "--a3-pilot", str(tmp_path / "repilot")]
+    outcome = r3.pilot_rules.main([*args, "--output", str(out)])
+    assert outcome["verdict"] == "campaign" and outcome["a3_gain"] == pytest.approx(36.0 + 1.5 - 31.0)
+    assert json.loads(out.read_text())["a3_attempt"] == 2 and not (tmp_path / "pilot" / "pilot_rules.json").exists()
+    alone = r3.pilot_rules.main(["--pilot", str(tmp_path / "pilot"), "--a3-attempt", "2"])
+    assert alone["verdict"] == "drop_a3"  # without the re-pilot folder, the first A3 run is the one read
+
+
 def test_cost_rule_from_seed_zero_wall_times(r3, tmp_path):
     runs = tmp_path / "runs"
     write_warm(runs)
@@ -454,6 +506,42 @@ def test_runner_trains_on_the_seed_pool_reads_out_and_skips_finished_runs(r3, tm
     assert (results / "questions.jsonl.gz").exists() and (results / "done.json").exists()
     done = json.loads((results / "done.json").read_text())
     assert done["pool_sha256"] == r3.campaign.sha256(r3.pools.pool_path(3, 64)) and done["commit"] == "0123abc"
+    assert done["cpu"] == r3.campaign.cpu_model() != ""
     assert not (tmp_path / "work" / "codapo_authors-seed3" / "checkpoint-64").exists()  # read out, then deleted
     r3.campaign.run_one("codapo_authors", 3, options, benchmark=None)  # done: skipped
     assert len(commands) == 1 and len(read) == 5
+    seconds = json.loads((results / "train_seconds.json").read_text())
+    assert seconds["seconds"] >= 0 and len(seconds["load_before"]) == len(seconds["load_after"]) == 3
+
+
+def test_a_restarted_training_drops_the_read_outs_of_the_training_before_it(r3, tmp_path, monkeypatch):
+    """A training cut off (its model lost with the machine) restarts from scratch: a read-out kept from the lost
+    model must not stand beside the new model's read-outs."""
+    read = []
+
+    def fake_train(command, **kwargs):
+        if command[0] == "git":
+            return r3.campaign.argparse.Namespace(stdout="0123abc\n")
+        out = Path(command[command.index("--output_dir") + 1])
+        for name in ("trainer_state.json", "train_results.json", "model.safetensors"):
+            (out / name).write_text("{}")
+        append_lines(str(out / "questions.jsonl.gz"), json.dumps(group(1, 0, "q0", 4, 3)) + "\n")
+
+    def fake_evaluate(model, evaluation, recipe, benchmark, out):
+        if (out / "summary.json").exists():  # as round 1's evaluate: a kept summary is not evaluated again
+            return
+        read.append(out.name)
+        out.mkdir(parents=True)
+        (out / "summary.json").write_text('{"model": "new"}')
+
+    monkeypatch.setattr(r3.campaign.subprocess, "run", fake_train)
+    monkeypatch.setattr(r3.campaign.round_1, "evaluate", fake_evaluate)
+    results = tmp_path / "results" / "runs" / "grpo-seed3"
+    stale = results / "eval" / "step8-greedy"
+    stale.mkdir(parents=True)
+    (stale / "summary.json").write_text('{"model": "lost"}')  # read out from a model whose work folder is gone
+    options = r3.campaign.argparse.Namespace(results_dir=tmp_path / "results", work_dir=tmp_path / "work",
+                                             pool_size=64, set={}, keep_checkpoints=False)  # fmt: skip
+    r3.campaign.run_one("grpo", 3, options, benchmark=None)
+    assert "step8-greedy" in read
+    assert json.loads((stale / "summary.json").read_text()) == {"model": "new"}
