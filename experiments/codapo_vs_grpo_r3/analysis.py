@@ -3,12 +3,14 @@ primary, its tests and label at the registered looks, the secondaries and the me
 tables, from the committed run folders.
 
     PYTHONPATH=experiments/codapo_vs_grpo python experiments/codapo_vs_grpo_r3/analysis.py \\
-        --final-seeds N_P --ladder grpo codapo_weighting codapo codapo_authors
+        --cost-rule experiments/codapo_vs_grpo_r3/results/cost_rule.json [--time-out RECORD]
 
-`N_P` and `--ladder` (the arms of seeds 0-7) are what the cost rule committed (`cost_rule.py`). The script runs
-only at a registered look: the **interim** when the seeds complete in the primary pair (`codapo`, `grpo`) are
-exactly 0..7 and N_P > 8, the **final** when they are exactly 0..N_P-1; in both, every ladder arm must have seeds
-0..7. At any other count it stops without reading a result.
+`N_P` and the ladder (the arms of seeds 0-7) are read from the cost rule's committed output, never from the command
+line; a final cut short by time reads N (10 <= N < N_P) from a committed time-out record. The look is decided from
+the finished runs' folder names before any result is read: the **interim** when the seeds complete in the primary
+pair (`codapo`, `grpo`) are exactly 0..7 and N_P > 8, the **final** when they are exactly 0..N-1; in both, every
+ladder arm must have seeds 0..7. At any other count it stops without reading a result, and a look whose output
+exists is not run again.
 
 What it computes (seed = unit; round 1's `stats.py`):
 - **run endpoint**: the unweighted mean over levels 4, 5 and 7 of the held-out greedy accuracy (points), averaged
@@ -22,7 +24,8 @@ What it computes (seed = unit; round 1's `stats.py`):
   interim at 8 seeds, O'Brien-Fleming-type spending of 0.025 per direction). When `2^-n` (the smallest exact
   sign-flip p) exceeds the look's level, the sign-flip test is replaced by "all n differences on the rejecting
   side of the null" (the design note's interim rule at N_P = 14);
-- **stop**: the interim stops the campaign with `gain` or `worse`; otherwise A0 and A2 go on to N_P;
+- **stop**: the interim stops the campaign with `gain` or `worse`; otherwise its label is "continue" (no other label
+  is registered there) and A0 and A2 go on to N_P;
 - **secondaries** (intervals, no labels): the primary endpoint per level; the avg@4 (T = 0.6) macro after batch
   32; the in-pool fit (fresh-rollout pass rate over batches 25-32, from the question logs); distinct level-7 pool
   questions with a success in a fresh group by batch 16 and 32; every contrast among the ladder arms on seeds 0-7;
@@ -31,7 +34,8 @@ What it computes (seed = unit; round 1's `stats.py`):
   gradient mass (sum over mixed groups of w x sum |A_i|, w the logged value, 1 for GRPO, A with TRL's unbiased
   std + 1e-4) shared by level and by k-class (hard: k/G <= 1/4; mid; easy: k/G >= 3/4).
 
-Writes `analysis.json` and `analysis.md` to `--output-dir` (default: the results folder).
+An arm the cost rule dropped after seed 0 (A3) is reported on seed 0, descriptively. Writes `analysis_<stage>.json`
+and `.md` to `--output-dir` (default: the results folder).
 """
 
 from __future__ import annotations
@@ -60,6 +64,8 @@ LEVELS = (4, 5, 7)
 HARD_LEVEL = 7
 ALPHA = 0.025  # one-sided, per direction
 INTERIM_SEEDS = 8
+MIN_TIME_OUT_SEEDS = 10  # a final cut short by time needs at least this many seeds (design 3.8)
+CONTINUE = "continue (no stopping label at the interim)"
 FINAL_SEEDS = (10, 11, 12, 13, 14)  # the cost rule's N_P is 14, 12 or 10; fewer only when time runs out (3.8)
 MARGIN = 3.0  # points: "not worse by 3 or more"
 FIT_BATCHES = (25, 32)  # in-pool fit window (generation batches)
@@ -417,6 +423,9 @@ def analyse(runs: Mapping, warm: Mapping, final_seeds: int, ladder: Sequence[str
         },
     }
     out["stop"] = stage == "final" or primary["label"] in ("gain", "worse")
+    if not out["stop"]:  # the interim registers only its stopping labels: no other label is read there
+        primary["label"] = CONTINUE
+        primary.pop("follow_up_seeds", None)
     out["secondaries"] = {
         name: interval(differences(runs, PRIMARY, CONTROL, primary_seeds, ENDPOINTS[name]))
         for name in ("L4", "L5", "L7", "avg4_macro")
@@ -447,6 +456,14 @@ def analyse(runs: Mapping, warm: Mapping, final_seeds: int, ladder: Sequence[str
     out["per_arm"] = per_arm_table(runs, warm, {a: primary_seeds if a in (CONTROL, PRIMARY) else first_eight
                                                 for a in (*ladder, *(["grpo_authors_opt"] if matched else []))})  # fmt: skip
     out["mechanism"] = {arm: mechanism(runs, arm, first_eight) for arm in ladder}
+    dropped = [
+        a for a in ARMS if a not in ladder and a != "grpo_authors_opt" and (a, 0) in runs and (CONTROL, 0) in runs
+    ]
+    out["dropped_arms_seed0"] = {  # an arm the cost rule dropped after seed 0, reported descriptively
+        arm: {"macro": arm_values(runs, arm, [0], ENDPOINTS["macro"])[0],
+              f"{arm} - {CONTROL}": differences(runs, arm, CONTROL, [0], ENDPOINTS["macro"])[0]}
+        for arm in dropped
+    }  # fmt: skip
     return out
 
 
@@ -553,6 +570,9 @@ def to_markdown(result: Mapping) -> str:
             f"| {arm} | {picks} | {outcomes} | {_num(m['grad_norm'], '.3f')} | "
             f"{_num(m['clip_fraction_on_s'], '.4f')} | {level_mass} | {class_mass} |"
         )
+    for arm, d in result.get("dropped_arms_seed0", {}).items():
+        lines += ["", f"Dropped by the cost rule, seed 0 only (descriptive): {arm} macro {d['macro']:.2f}, "
+                  f"{arm} - {CONTROL} {d[f'{arm} - {CONTROL}']:+.2f}."]  # fmt: skip
     return "\n".join(lines) + "\n"
 
 
@@ -560,16 +580,58 @@ def _num(value: float | None, spec: str) -> str:
     return "-" if value is None else format(value, spec)
 
 
+def finished_seeds(runs_dir: Path) -> dict[str, list[int]]:
+    """The seeds of each arm with a finished run (`done.json`), read from the folder names alone: no result."""
+    seeds = defaultdict(list)
+    for path in sorted(runs_dir.glob("*-seed*/done.json")):
+        match = re.fullmatch(r"(.+)-seed(\d+)", path.parent.name)
+        if match:
+            seeds[match[1]].append(int(match[2]))
+    return {arm: sorted(v) for arm, v in seeds.items()}
+
+
+def registered_look(cost_rule: Mapping, time_out: Mapping | None) -> tuple[int, tuple[str, ...]]:
+    """N for the look's spending and the ladder, from the committed cost rule and, where time ran out before N_P, the
+    committed time-out record (`{"reached": N, "reason": ...}`, 10 <= N < N_P).
+
+    Example:
+        >>> registered_look({"start": True, "final_seeds": 12, "ladder": ["grpo", "codapo"]}, None)
+        (12, ('grpo', 'codapo'))
+        >>> registered_look({"start": True, "final_seeds": 12, "ladder": ["grpo", "codapo"]}, {"reached": 10})[0]
+        10
+    """
+    if not cost_rule.get("start"):
+        raise ValueError("The cost rule did not start the campaign: there is no look to analyse.")
+    final_seeds, ladder = int(cost_rule["final_seeds"]), tuple(cost_rule["ladder"])
+    if time_out is not None:
+        reached = int(time_out["reached"])
+        if not MIN_TIME_OUT_SEEDS <= reached < final_seeds:
+            raise ValueError(f"A time-out final needs {MIN_TIME_OUT_SEEDS} <= N < N_P = {final_seeds}, got {reached}.")
+        final_seeds = reached
+    return final_seeds, ladder
+
+
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--results-dir", type=Path, default=HERE / "results")
-    parser.add_argument("--final-seeds", type=int, required=True, help="N_P, as the cost rule committed it")
-    parser.add_argument("--ladder", nargs="+", default=list(LADDER), help="the arms of seeds 0-7 (cost rule)")
+    parser.add_argument("--cost-rule", type=Path, required=True, help="cost_rule.py's committed output: N_P, ladder")
+    parser.add_argument("--time-out", type=Path, default=None, help="committed time-out record (final at N < N_P)")
     parser.add_argument("--output-dir", type=Path, default=None, help="default: --results-dir")
     options = parser.parse_args(argv)
+    time_out = None if options.time_out is None else json.loads(options.time_out.read_text())
+    try:
+        final_seeds, ladder = registered_look(json.loads(options.cost_rule.read_text()), time_out)
+        seeds = finished_seeds(options.results_dir / "runs")  # the look is decided before any result is read
+        paired = sorted(set(seeds.get(PRIMARY, [])) & set(seeds.get(CONTROL, [])))
+        stage, _ = look(paired, sorted(set.intersection(*(set(seeds.get(a, [])) for a in ladder))), final_seeds)
+    except ValueError as error:
+        parser.error(str(error))
+    out = (options.output_dir or options.results_dir) / f"analysis_{stage}.json"
+    if out.exists():
+        parser.error(f"{out} exists: each registered look runs once (write elsewhere with --output-dir to reproduce)")
     warm, runs = load_runs(options.results_dir / "runs")
-    result = analyse(runs, warm, options.final_seeds, tuple(options.ladder))
-    return publish(result, (options.output_dir or options.results_dir) / "analysis.json", to_markdown(result))
+    result = analyse(runs, warm, final_seeds, ladder)
+    return publish(result, out, to_markdown(result))
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Round 3's runner (issue 63): train an arm of a seed on that seed's pool, read out the checkpoints the design
 names, keep what audits every number. Resumable per run; one training at a time.
 
-    PYTHONPATH=experiments/codapo_vs_grpo python experiments/codapo_vs_grpo_r3/campaign.py \\
+    OMP_NUM_THREADS=2 PYTHONPATH=experiments/codapo_vs_grpo python experiments/codapo_vs_grpo_r3/campaign.py \\
         --seeds 0 --arms grpo codapo_weighting codapo codapo_authors \\
         --warm-start-pin experiments/codapo_vs_grpo_r2/warm_start_v4.sha256
     # the pilot: --seeds 200 201 --arms grpo --results-dir experiments/codapo_vs_grpo_r3/results/pilot, then
@@ -18,8 +18,11 @@ skipped; a run whose training finished is only read out; a run whose training di
 its earlier read-outs deleted (the registered rule: a restart needs no checkpoint to be trusted). The warm start is read
 out once the same way (`runs/warm_start/`).
 
-Round 3 grades with the repository's grader as registered, defaults included: a `CODAPO_GRADER_*` variable is
-refused, and so is an AMD CPU without round 2's `mkl_intel_path` preload (MKL's kernels differ by vendor).
+Refused before anything runs: a thread count other than `OMP_NUM_THREADS=2`; a `CODAPO_GRADER_*` variable (round 3
+grades with the grader as registered, defaults included); tracked files changed since the commit (a run records its
+commit, the library's tree and the package versions); an AMD CPU without round 2's `mkl_intel_path` preload (MKL's
+kernels differ by vendor); `--set` beside an arm other than A3 or its matched control. Models live in
+`--work-dir/<results folder's name>/<run>`, and a model trained from another recipe is trained again.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from arms import ARMS, LADDER, load_recipe, seeded_recipe
 from pools import POOL_LEVELS, pool_path, stale_pools
 
 from codapo_trl.command_line import configure_logging
+from codapo_trl.versions import package_versions
 
 
 HERE = Path(__file__).resolve().parent
@@ -82,13 +86,71 @@ def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def repository_commit() -> str | None:
+def _git(*args: str) -> str | None:
     try:
-        return subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
-        ).stdout.strip()
+        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return None
+
+
+def repository_commit() -> str | None:
+    return _git("rev-parse", "HEAD")
+
+
+def provenance() -> dict:
+    """What a run's numbers rest on besides its recipe and pool: the commit, the git tree of the library and of the
+    training entry point (the registration's rule on training code compares these), the versions of the packages that
+    decide a result, the thread count, the CPU and any preload."""
+    return {
+        "commit": repository_commit(),
+        "codapo_trl_tree": _git("rev-parse", "HEAD:codapo_trl"),
+        "recipes_tree": _git("rev-parse", "HEAD:recipes"),
+        "versions": package_versions(),
+        "omp_num_threads": os.environ.get("OMP_NUM_THREADS", ""),
+        "cpu": cpu_model(),
+        "ld_preload": os.environ.get("LD_PRELOAD", ""),
+    }
+
+
+def environment_problem(environment: dict[str, str], dirty: str | None) -> str | None:
+    """Why this shell may not run a registered run, or None: two threads, as registered; no grader variable (the
+    grader runs as registered, defaults included); a checkout whose tracked files match its commit (`dirty`: `git
+    status --porcelain --untracked-files=no`), so that the commit a run records is the code it ran.
+
+    Example:
+        >>> environment_problem({"OMP_NUM_THREADS": "2"}, "") is None
+        True
+        >>> environment_problem({}, "")
+        'set OMP_NUM_THREADS=2: the registered runs use two threads'
+        >>> environment_problem({"OMP_NUM_THREADS": "2", "CODAPO_GRADER_READ_AFTER_BOX": "0"}, "")
+        'unset CODAPO_GRADER_READ_AFTER_BOX: round 3 grades with the grader as registered, defaults included'
+        >>> environment_problem({"OMP_NUM_THREADS": "2"}, " M codapo_trl/trainer.py")[:44]
+        'commit or discard the changes to tracked fil'
+    """
+    if environment.get("OMP_NUM_THREADS") != "2":
+        return "set OMP_NUM_THREADS=2: the registered runs use two threads"
+    names = sorted(name for name in environment if name.startswith("CODAPO_GRADER_"))
+    if names:
+        return f"unset {' '.join(names)}: round 3 grades with the grader as registered, defaults included"
+    if dirty:
+        return f"commit or discard the changes to tracked files first (a run records its commit): {dirty}"
+    return None
+
+
+def overrides_problem(arms: list[str], overrides: dict) -> str | None:
+    """Why `--set` may not apply to these arms, or None: an override (the pilot rule's lr for A3) applies to one run
+    per invocation of A3 or its matched control alone, never to the ladder's other arms.
+
+    Example:
+        >>> overrides_problem(["codapo_authors"], {"learning_rate": 5e-06}) is None
+        True
+        >>> overrides_problem(["grpo", "codapo_authors"], {"learning_rate": 5e-06})
+        "--set applies to codapo_authors or grpo_authors_opt alone; run ['grpo'] in an invocation without it"
+    """
+    others = [arm for arm in arms if arm not in ("codapo_authors", "grpo_authors_opt")]
+    if overrides and others:
+        return f"--set applies to codapo_authors or grpo_authors_opt alone; run {others} in an invocation without it"
+    return None
 
 
 def _cpuinfo(field: str) -> str:
@@ -125,23 +187,6 @@ def mkl_path_problem(vendor: str, preload: str) -> str | None:
     )
 
 
-def grader_settings_problem(environment: dict[str, str]) -> str | None:
-    """Why the grader would not run with its defaults here, or None. Round 3 grades with the repository's grader as
-    registered, defaults included (its worker count, CPU time and memory per answer, the after-box rule), so a
-    `CODAPO_GRADER_*` variable left in the shell is refused rather than obeyed.
-
-    Example:
-        >>> grader_settings_problem({"PATH": "/bin"}) is None
-        True
-        >>> grader_settings_problem({"CODAPO_GRADER_READ_AFTER_BOX": "0"})
-        'unset CODAPO_GRADER_READ_AFTER_BOX: round 3 grades with the grader as registered, defaults included'
-    """
-    names = sorted(name for name in environment if name.startswith("CODAPO_GRADER_"))
-    if not names:
-        return None
-    return f"unset {' '.join(names)}: round 3 grades with the grader as registered, defaults included"
-
-
 def run_one(arm: str, seed: int, options: argparse.Namespace, benchmark) -> None:
     name = f"{arm}-seed{seed}"
     results = options.results_dir / "runs" / name
@@ -149,10 +194,12 @@ def run_one(arm: str, seed: int, options: argparse.Namespace, benchmark) -> None
         logger.info("%s: done, skipped", name)
         return
     pool = pool_path(seed, options.pool_size)
-    work = options.work_dir / name
+    work = options.work_dir / options.results_dir.name / name  # a pilot's repeat never meets the first pilot's model
     results.mkdir(parents=True, exist_ok=True)
     recipe = seeded_recipe(arm, seed, pool.relative_to(ROOT) if pool.is_relative_to(ROOT) else pool, options.set)
-    if not ((work / "train_results.json").exists() and (work / "model.safetensors").exists()):
+    trained = (work / "train_results.json").exists() and (work / "model.safetensors").exists()
+    same_recipe = (work / "recipe.yaml").exists() and yaml.safe_load((work / "recipe.yaml").read_text()) == recipe
+    if not (trained and same_recipe):
         shutil.rmtree(work, ignore_errors=True)  # an unfinished training restarts from scratch,
         shutil.rmtree(results / "eval", ignore_errors=True)  # and an earlier training's read-outs are not its own
         work.mkdir(parents=True)
@@ -177,8 +224,7 @@ def run_one(arm: str, seed: int, options: argparse.Namespace, benchmark) -> None
         if not options.keep_checkpoints:
             shutil.rmtree(work / f"checkpoint-{step}", ignore_errors=True)
     done = {"arm": arm, "seed": seed, "pool": str(recipe["dataset_name"]), "pool_sha256": sha256(pool),
-            "commit": repository_commit(), "overrides": dict(options.set), "cpu": cpu_model(),
-            "ld_preload": os.environ.get("LD_PRELOAD", "")}  # fmt: skip
+            "overrides": dict(options.set), **provenance()}  # fmt: skip
     (results / "done.json").write_text(json.dumps(done))
 
 
@@ -215,7 +261,8 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(str(error))
     configure_logging()
     problem = mkl_path_problem(_cpuinfo("vendor_id"), os.environ.get("LD_PRELOAD", ""))
-    problem = problem or grader_settings_problem(dict(os.environ))
+    problem = problem or environment_problem(dict(os.environ), _git("status", "--porcelain", "--untracked-files=no"))
+    problem = problem or overrides_problem(options.arms, options.set)
     if problem:
         parser.error(problem)
     stale = stale_pools(options.seeds, options.pool_size)

@@ -1,8 +1,9 @@
 """Round 3's cost rule (issue 63; the design note's section 3.7), blind to outcomes: N_P and the ladder from wall
 times alone, applied after seed 0's runs and committed before any result of seed 1 is opened.
 
-    python experiments/codapo_vs_grpo_r3/cost_rule.py --seed-0 experiments/codapo_vs_grpo_r3/results/runs \\
-        --spent experiments/codapo_vs_grpo_r3/results/pilot/runs --extra-hours H --output .../cost_rule.json
+    PYTHONPATH=experiments/codapo_vs_grpo python experiments/codapo_vs_grpo_r3/cost_rule.py \\
+        --seed-0 experiments/codapo_vs_grpo_r3/results/runs --ladder grpo codapo_weighting codapo codapo_authors \\
+        --spent experiments/codapo_vs_grpo_r3/results/pilot*/runs --output .../cost_rule.json
 
 Hours per run per arm are seed 0's (training and read-outs, wall seconds as the runner recorded them; A3 measured
 separately like every arm). Hours spent count seed 0's runs, the campaign's warm-start read-outs, every run folder
@@ -14,24 +15,63 @@ of 40 h:
 2. if none fits with A3, drop A3 (its seed-0 run is reported descriptively) and retry with A0-A2;
 3. if N_P = 10 does not fit with A0-A2, the campaign does not start.
 
-Only wall seconds are read (round 2's `cost_rule.run_seconds`: `train_seconds.json` and each read-out's `seconds`).
+Only wall seconds are read (`train_seconds.json` and each read-out's `seconds`). A read-out whose seconds were lost
+(finished from its scratch copy by a later sitting, `seconds: null`) counts as the longest read-out of its kind among
+the folders the rule reads, so that the rule never underestimates what was spent.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from arms import CONTROL, LADDER, PRIMARY
 from outcome import publish
-from round2 import cost_rule as round_2
 
 
 BUDGET_HOURS = 40.0
 CHOICES = (14, 12, 10)
 INTERIM_SEEDS = 8
 DROPPABLE = "codapo_authors"
+
+
+def read_out_kind(summary: Path) -> str:
+    """The kind of the read-out whose summary this is.
+
+    Example:
+        >>> read_out_kind(Path("eval/step32-avg4/summary.json")), read_out_kind(Path("warm_start/greedy/summary.json"))
+        ('avg4', 'greedy')
+    """
+    return summary.parent.name.rsplit("-", 1)[-1]
+
+
+def wall_seconds(run_dirs: Sequence[Path]) -> dict[Path, float]:
+    """Wall seconds of each run folder (training plus every read-out below it), a lost read-out's seconds taken as
+    the longest of its kind among `run_dirs`."""
+    summaries = {d: sorted(d.glob("**/summary.json")) for d in run_dirs}
+    recorded = {path: json.loads(path.read_text()).get("seconds") for paths in summaries.values() for path in paths}
+    longest: dict[str, float] = {}
+    for path, seconds in recorded.items():
+        if seconds is not None:
+            longest[read_out_kind(path)] = max(longest.get(read_out_kind(path), 0.0), seconds)
+    out = {}
+    for run_dir in run_dirs:
+        train = run_dir / "train_seconds.json"
+        total = json.loads(train.read_text())["seconds"] if train.exists() else 0.0
+        for path in summaries[run_dir]:
+            seconds = recorded[path] if recorded[path] is not None else longest.get(read_out_kind(path))
+            if seconds is None:
+                raise ValueError(f"{path} has no wall seconds and no read-out of its kind has: time it by hand.")
+            total += seconds
+        out[run_dir] = total
+    return out
+
+
+def run_folders(runs_dir: Path) -> list[Path]:
+    """The run folders (`<arm>-seed<k>` and `warm_start`) of a runs folder."""
+    return [d for d in sorted(runs_dir.iterdir()) if d.is_dir() and ("-seed" in d.name or d.name == "warm_start")]
 
 
 def remaining_hours(hours: Mapping[str, float], ladder: Sequence[str], final_seeds: int) -> float:
@@ -78,14 +118,13 @@ def main(argv: list[str] | None = None) -> dict:
     missing = [a for a in options.ladder if not (options.seed_0 / f"{a}-seed0" / "done.json").exists()]
     if missing:
         parser.error(f"seed 0 has not finished {missing}")
-    seconds = {arm: round_2.run_seconds(options.seed_0 / f"{arm}-seed0") for arm in options.ladder}
+    seed_0 = {arm: options.seed_0 / f"{arm}-seed0" for arm in options.ladder}
+    warm = [options.seed_0 / "warm_start"] if (options.seed_0 / "warm_start").is_dir() else []
+    pilots = [d for runs_dir in options.spent for d in run_folders(runs_dir)]
+    timed = wall_seconds([*seed_0.values(), *warm, *pilots])
+    seconds = {arm: timed[run_dir] for arm, run_dir in seed_0.items()}
     hours = {arm: s / 3600 for arm, s in seconds.items()}
-    warm = options.seed_0 / "warm_start"
-    spent = (
-        sum(seconds.values()) / 3600
-        + ((round_2.run_seconds(warm) if warm.is_dir() else 0.0) + round_2.spent_seconds(options.spent)) / 3600
-        + options.extra_hours
-    )
+    spent = sum(timed.values()) / 3600 + options.extra_hours
     outcome = {
         "seed_0_seconds": seconds,
         "hours_per_run": hours,

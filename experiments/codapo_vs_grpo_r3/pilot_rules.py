@@ -32,8 +32,8 @@ from pathlib import Path
 
 import analysis  # this folder's module (run as a script)
 from arms import ARMS, READ_OUT_BATCHES
+from cost_rule import wall_seconds
 from outcome import publish
-from round2 import cost_rule as round_2_costs
 
 
 HERE = Path(__file__).resolve().parent
@@ -123,6 +123,7 @@ def apply_rules(runs_dir: Path, grpo_seeds: Sequence[int], a3_seeds: Sequence[in
     stable = {f"{a}-seed{s}": stability(runs[a, s]) for a, s in wanted}
     learning = grpo_gain >= LEARNING_POINTS
     a3_moves = None if a3_gain is None else a3_gain >= A3_SHARE * grpo_gain
+    timed = wall_seconds([runs[a, s]["path"] for a, s in wanted])
     flat = [zero_advantage_share(runs["grpo", s]["questions"], *SATURATION_BATCHES) for s in grpo_seeds]
     return {
         "attempt": attempt,
@@ -139,7 +140,7 @@ def apply_rules(runs_dir: Path, grpo_seeds: Sequence[int], a3_seeds: Sequence[in
             "pooled": [sum(x) for x in zip(*flat)],
             **{f"grpo-seed{s}": f for s, f in zip(grpo_seeds, flat)},
         },
-        "wall_seconds": {f"{a}-seed{s}": round_2_costs.run_seconds(runs[a, s]["path"]) for a, s in wanted},
+        "wall_seconds": {f"{a}-seed{s}": timed[runs[a, s]["path"]] for a, s in wanted},
         "verdict": verdict(learning, all(v["passed"] for v in stable.values()), a3_moves, attempt, a3_attempt),
     }
 

@@ -1,7 +1,7 @@
 """Round 2's registered scripts, imported unchanged for the functions round 3 shares with them (their SHA-256 are in
-round 2's PREREGISTRATION.md, so they are not moved or edited): `analysis` (read-out levels, logged means) and
-`cost_rule` (wall seconds of run folders). Round 2's `analysis` imports round 1's `stats` and `report` by name, so
-round 3's scripts run with `PYTHONPATH=experiments/codapo_vs_grpo`, as round 2's do."""
+round 2's PREREGISTRATION.md, so they are not moved or edited): `analysis` (read-out levels, logged means). Round
+2's `analysis` imports round 1's `stats` and `report` by name, so round 3's scripts run with
+`PYTHONPATH=experiments/codapo_vs_grpo`, as round 2's do."""
 
 from __future__ import annotations
 
@@ -28,4 +28,3 @@ def load(name: str) -> ModuleType:
 
 
 analysis = load("analysis")
-cost_rule = load("cost_rule")

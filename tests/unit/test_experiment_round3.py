@@ -23,7 +23,7 @@ EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"
 ROUND_1 = EXPERIMENTS / "codapo_vs_grpo"
 ROUND_3 = EXPERIMENTS / "codapo_vs_grpo_r3"
 ROUND_1_NAMES = ("run", "stats", "after_box", "report")
-ROUND_3_NAMES = ("arms", "pools", "round2", "outcome", "analysis", "pilot_rules", "cost_rule", "campaign")
+ROUND_3_NAMES = ("arms", "pools", "round2", "outcome", "analysis", "cost_rule", "pilot_rules", "campaign")
 
 
 @pytest.fixture
@@ -31,9 +31,9 @@ def r3():
     """Round 3's scripts import round 1's modules and their siblings by name (run with
     PYTHONPATH=experiments/codapo_vs_grpo); the tests register them under those names, and restore what was there."""
     pytest.importorskip("trl")
-    names = (*ROUND_1_NAMES, *ROUND_3_NAMES, "round2_analysis", "round2_cost_rule")
+    names = (*ROUND_1_NAMES, *ROUND_3_NAMES, "round2_analysis")
     saved = {name: sys.modules.get(name) for name in names}
-    for name in ("round2_analysis", "round2_cost_rule"):
+    for name in ("round2_analysis",):
         sys.modules.pop(name, None)  # round2.py loads them afresh against the round-1 modules registered here
     for name in ROUND_1_NAMES:
         load_script(ROUND_1 / f"{name}.py", name)
@@ -55,17 +55,28 @@ def test_doctests(r3, name):
 
 REGISTERED_SCRIPTS = (
     *(f"experiments/codapo_vs_grpo_r3/{name}.py" for name in ROUND_3_NAMES),
+    "experiments/codapo_vs_grpo_r3/COMMANDS.md",
     *(f"experiments/codapo_vs_grpo/{name}.py" for name in (*ROUND_1_NAMES, "warm_start")),
     "experiments/compare.py",  # round 1's runner takes its arms' overrides from it
     *(
-        f"experiments/codapo_vs_grpo_r2/{name}"
-        for name in ("analysis.py", "cost_rule.py", "mkl_intel_path.c", "warm_start_v4.sha256")
+        f"experiments/codapo_vs_grpo_r2/{name}" for name in ("analysis.py", "mkl_intel_path.c", "warm_start_v4.sha256")
     ),  # fmt: skip
     "recipes/codapo_math.py",
     "codapo_trl/answers.py",  # the maths grader, frozen from the pilot on, and the held-out set's builder
     *(
         f"codapo_trl/rewards/{name}.py"
-        for name in ("math", "grading", "judging", "checks", "equality", "extraction", "form_reading", "deadline_pool")
+        for name in (
+            "__init__",
+            "registry",
+            "math",
+            "grading",
+            "judging",
+            "checks",
+            "equality",
+            "extraction",
+            "form_reading",
+            "deadline_pool",
+        )
     ),  # fmt: skip
     "codapo_trl/data/arithmetic.py",
 )
@@ -77,6 +88,7 @@ def test_registered_files_match_their_hashes(r3):
     grader. A changed file fails here until a dated amendment records its new hash."""
     recorded = registered_hashes((ROUND_3 / "PREREGISTRATION.md").read_text())
     pools = {f"experiments/codapo_vs_grpo_r3/pools/64/seed{s}.jsonl" for s in (*range(14), *range(200, 205))}
+    pools |= {path for path in recorded if path.startswith("experiments/codapo_vs_grpo_r3/pools/128/")}  # gate 1's
     recipes = {f"experiments/codapo_vs_grpo_r3/recipes/{arm}.yaml" for arm in r3.arms.ARMS}
     assert set(recorded) == {*REGISTERED_SCRIPTS, *pools, *recipes}
     changed = changed_since_registered(EXPERIMENTS.parent, recorded)
@@ -291,12 +303,14 @@ def test_interim_without_a_label_goes_on_and_says_what_a_follow_up_needs(r3, tmp
     warm, loaded = r3.analysis.load_runs(runs)
     result = r3.analysis.analyse(loaded, warm, 12)
     p = result["primary"]
-    assert p["mean"] == pytest.approx(0.5) and p["label"] == "inconclusive" and not result["stop"]
-    assert (
-        p["follow_up_seeds"]["margin"] > 8 and p["follow_up_seeds"]["observed_effect"] > p["follow_up_seeds"]["margin"]
-    )
+    assert p["mean"] == pytest.approx(0.5) and not result["stop"]
+    assert p["label"] == r3.analysis.CONTINUE and "follow_up_seeds" not in p  # no label but the stopping ones
     md = r3.analysis.to_markdown(result)
-    assert "label: **inconclusive**" in md and "goes on to the final analysis" in md
+    assert "inconclusive" not in md and "goes on to the final analysis" in md
+    # the same differences at a final look (10 seeds) are labelled, with the follow-up the label asks for
+    write_campaign(tmp_path / "final", r3, {s: (4.0 if s % 2 else -3.0) for s in range(10)})
+    final = r3.analysis.analyse(*reversed(r3.analysis.load_runs(tmp_path / "final")), 10)["primary"]
+    assert final["label"] == "inconclusive" and final["follow_up_seeds"]["margin"] > 8
 
 
 @pytest.mark.parametrize(
@@ -364,13 +378,40 @@ def test_question_log_measures_by_generation_batch(r3):
 def test_main_writes_the_analysis_from_compressed_logs(r3, tmp_path):
     write_campaign(tmp_path / "runs", r3, {s: 2.0 + s / 10 for s in range(8)})
     write_run(tmp_path / "runs", r3, "grpo_authors_opt", 0, 40.5)
-    result = r3.analysis.main(["--results-dir", str(tmp_path), "--final-seeds", "14"])
-    saved = json.loads((tmp_path / "analysis.json").read_text())
+    cost = tmp_path / "cost_rule.json"
+    cost.write_text(json.dumps({"start": True, "final_seeds": 14, "ladder": list(r3.arms.LADDER)}))
+    result = r3.analysis.main(["--results-dir", str(tmp_path), "--cost-rule", str(cost)])
+    saved = json.loads((tmp_path / "analysis_interim.json").read_text())
     assert saved["primary"]["label"] == result["primary"]["label"] and saved["stage"] == "interim"
     assert saved["authors_vs_matched_control"]["n"] == 1
     assert saved["authors_vs_matched_control"]["mean"] == pytest.approx(39.0 - 40.5)  # A3 seed 0: 40 - 1
     assert saved["mechanism"]["codapo"]["s_picks_by_level"] == {"4": 16 * 8, "5": 16 * 8, "7": 32 * 8}
-    assert (tmp_path / "analysis.md").read_text().startswith("# Round 3 analysis: interim look")
+    assert (tmp_path / "analysis_interim.md").read_text().startswith("# Round 3 analysis: interim look")
+    with pytest.raises(SystemExit):  # a look runs once
+        r3.analysis.main(["--results-dir", str(tmp_path), "--cost-rule", str(cost)])
+
+
+def test_main_takes_the_look_from_the_committed_cost_rule_and_time_out_record(r3, tmp_path, capsys):
+    """N_P and the ladder come from the cost rule's file; a final short of N_P needs a time-out record with N >= 10;
+    an arm the rule dropped is reported on seed 0 alone; a count that is no look is refused before any result."""
+    runs = tmp_path / "runs"
+    write_campaign(runs, r3, {s: 1.0 + s / 10 for s in range(10)})  # the ladder's four arms on 0-7, the pair on 0-9
+    cost = tmp_path / "cost_rule.json"
+    cost.write_text(json.dumps({"start": True, "final_seeds": 12, "ladder": ["grpo", "codapo_weighting", "codapo"]}))
+    with pytest.raises(SystemExit):  # 10 seeds at N_P = 12: neither the interim nor the final
+        r3.analysis.main(["--results-dir", str(tmp_path), "--cost-rule", str(cost)])
+    assert "not a registered look" in capsys.readouterr().err
+    short = tmp_path / "time_out.json"
+    short.write_text(json.dumps({"reached": 9, "reason": "test"}))
+    with pytest.raises(SystemExit):
+        r3.analysis.main(["--results-dir", str(tmp_path), "--cost-rule", str(cost), "--time-out", str(short)])
+    short.write_text(json.dumps({"reached": 10, "reason": "test"}))
+    result = r3.analysis.main(["--results-dir", str(tmp_path), "--cost-rule", str(cost), "--time-out", str(short)])
+    levels = sys.modules["stats"].group_sequential_levels(0.8)
+    assert result["stage"] == "final" and result["nominal_level"] == pytest.approx(levels.final_level)
+    assert result["ladder"] == ["grpo", "codapo_weighting", "codapo"]
+    dropped = result["dropped_arms_seed0"]["codapo_authors"]
+    assert dropped["codapo_authors - grpo"] == pytest.approx(-1.0)  # A3's shift in the synthetic campaign
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -461,6 +502,26 @@ def test_cost_rule_from_seed_zero_wall_times(r3, tmp_path):
     assert none == {**none, "start": False, "final_seeds": None}
 
 
+def test_cost_rule_counts_a_lost_read_out_time_as_the_longest_of_its_kind(r3, tmp_path):
+    """A read-out finished from its scratch copy by a later sitting has no seconds (`null`): the rule counts it as the
+    longest read-out of its kind it read, rather than stopping or counting nothing."""
+    runs = tmp_path / "runs"
+    write_warm(runs)
+    for arm in ("grpo", "codapo_weighting", "codapo"):
+        write_run(runs, r3, arm, 0, 40.0, seconds=1740)
+    lost = runs / "codapo-seed0" / "eval" / "step16-greedy" / "summary.json"
+    record = json.loads(lost.read_text())
+    longest = 180.0
+    record["seconds"] = None
+    lost.write_text(json.dumps(record))
+    other = runs / "grpo-seed0" / "eval" / "step8-greedy" / "summary.json"
+    other.write_text(json.dumps({**json.loads(other.read_text()), "seconds": longest}))
+    outcome = r3.cost_rule.main(["--seed-0", str(runs), "--ladder", "grpo", "codapo_weighting", "codapo"])
+    assert outcome["seed_0_seconds"]["codapo"] == pytest.approx(1740 + 4 * 100 + longest)
+    assert outcome["seed_0_seconds"]["grpo"] == pytest.approx(1740 + 4 * 100 + longest)
+    assert outcome["ladder"] == ["grpo", "codapo_weighting", "codapo"]
+
+
 # ---------------------------------------------------------------------------------------------------------------------
 # The runner
 # ---------------------------------------------------------------------------------------------------------------------
@@ -506,12 +567,50 @@ def test_runner_trains_on_the_seed_pool_reads_out_and_skips_finished_runs(r3, tm
     assert (results / "questions.jsonl.gz").exists() and (results / "done.json").exists()
     done = json.loads((results / "done.json").read_text())
     assert done["pool_sha256"] == r3.campaign.sha256(r3.pools.pool_path(3, 64)) and done["commit"] == "0123abc"
-    assert done["cpu"] == r3.campaign.cpu_model() != ""
-    assert not (tmp_path / "work" / "codapo_authors-seed3" / "checkpoint-64").exists()  # read out, then deleted
+    assert done["cpu"] == r3.campaign.cpu_model() != "" and done["versions"]["torch"]
+    assert set(done) >= {"codapo_trl_tree", "recipes_tree", "omp_num_threads", "ld_preload", "overrides"}
+    work = tmp_path / "work" / "results" / "codapo_authors-seed3"  # below the results folder's name
+    assert (work / "model.safetensors").exists() and not (work / "checkpoint-64").exists()  # read out, then deleted
     r3.campaign.run_one("codapo_authors", 3, options, benchmark=None)  # done: skipped
     assert len(commands) == 1 and len(read) == 5
     seconds = json.loads((results / "train_seconds.json").read_text())
     assert seconds["seconds"] >= 0 and len(seconds["load_before"]) == len(seconds["load_after"]) == 3
+
+
+def test_a_repeat_pilot_never_reads_out_the_first_pilots_model(r3, tmp_path, monkeypatch):
+    """The A3 re-pilot runs seed 202 again at another lr, in a results folder of its own: it trains its own model (in
+    a work folder named after its results folder), and a model trained from another recipe is trained again."""
+    trained = []
+
+    def fake_train(command, **kwargs):
+        if command[0] == "git":
+            return r3.campaign.argparse.Namespace(stdout="0123abc\n")
+        out = Path(command[command.index("--output_dir") + 1])
+        trained.append((out, yaml.safe_load(Path(command[command.index("--config") + 1]).read_text())))
+        for name in ("trainer_state.json", "train_results.json", "model.safetensors"):
+            (out / name).write_text("{}")
+        append_lines(str(out / "questions.jsonl.gz"), json.dumps(group(1, 0, "q0", 4, 3)) + "\n")
+        for step in command[command.index("--save_at_steps") + 1 : command.index("--save_only_model")]:
+            (out / f"checkpoint-{step}").mkdir()
+
+    def fake_evaluate(model, evaluation, recipe, benchmark, out):
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "summary.json").write_text("{}")
+
+    monkeypatch.setattr(r3.campaign.subprocess, "run", fake_train)
+    monkeypatch.setattr(r3.campaign.round_1, "evaluate", fake_evaluate)
+
+    def options(results: str, overrides: dict):
+        return r3.campaign.argparse.Namespace(results_dir=tmp_path / results, work_dir=tmp_path / "work",
+                                              pool_size=64, set=overrides, keep_checkpoints=False)  # fmt: skip
+
+    r3.campaign.run_one("codapo_authors", 202, options("pilot", {}), benchmark=None)
+    r3.campaign.run_one("codapo_authors", 202, options("pilot_a3_lr5e-6", {"learning_rate": 5e-6}), benchmark=None)
+    assert [out.parent.name for out, _ in trained] == ["pilot", "pilot_a3_lr5e-6"]
+    assert trained[1][1]["learning_rate"] == 5e-6 and trained[0][1]["learning_rate"] == 2.5e-6
+    (tmp_path / "pilot" / "runs" / "codapo_authors-seed202" / "done.json").unlink()
+    r3.campaign.run_one("codapo_authors", 202, options("pilot", {"learning_rate": 5e-6}), benchmark=None)
+    assert len(trained) == 3 and trained[2][0] == trained[0][0]  # same folder, another recipe: trained again
 
 
 def test_a_restarted_training_drops_the_read_outs_of_the_training_before_it(r3, tmp_path, monkeypatch):
