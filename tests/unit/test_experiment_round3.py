@@ -527,21 +527,29 @@ def test_cost_rule_counts_a_lost_read_out_time_as_the_longest_of_its_kind(r3, tm
 # ---------------------------------------------------------------------------------------------------------------------
 
 
-def test_runner_trains_on_the_seed_pool_reads_out_and_skips_finished_runs(r3, tmp_path, monkeypatch):
-    """run_one with the training and the read-outs replaced by fakes: the recipe and command it writes, the files it
-    keeps, and that a finished run is skipped and a finished training only read out."""
-    commands, read = [], []
+def fake_training(r3, commands: list):
+    """A stand-in for `subprocess.run` in the runner: `git` answers a commit for done.json; a training command is
+    recorded with its recipe as it was then (`(command, recipe)`) and leaves what a finished training leaves."""
 
-    def fake_train(command, **kwargs):
-        if command[0] == "git":  # the repository commit recorded in done.json
+    def run(command, **kwargs):
+        if command[0] == "git":
             return r3.campaign.argparse.Namespace(stdout="0123abc\n")
-        commands.append(command)
+        commands.append((command, yaml.safe_load(Path(command[command.index("--config") + 1]).read_text())))
         out = Path(command[command.index("--output_dir") + 1])
         for name in ("trainer_state.json", "train_results.json", "model.safetensors"):
             (out / name).write_text("{}")
         append_lines(str(out / "questions.jsonl.gz"), json.dumps(group(1, 0, "q0", 4, 3)) + "\n")
         for step in command[command.index("--save_at_steps") + 1 : command.index("--save_only_model")]:
             (out / f"checkpoint-{step}").mkdir()
+
+    return run
+
+
+def test_runner_trains_on_the_seed_pool_reads_out_and_skips_finished_runs(r3, tmp_path, monkeypatch):
+    """run_one with the training and the read-outs replaced by fakes: the recipe and command it writes, the files it
+    keeps, and that a finished run is skipped and a finished training only read out."""
+    commands, read = [], []
+    fake_train = fake_training(r3, commands)
 
     def fake_evaluate(model, evaluation, recipe, benchmark, out):
         read.append((Path(model).name, evaluation.kind))
@@ -560,7 +568,8 @@ def test_runner_trains_on_the_seed_pool_reads_out_and_skips_finished_runs(r3, tm
     assert {k: v for k, v in written.items() if k not in ("seed", "dataset_name")} == {
         k: v for k, v in recipe.items() if k not in ("seed", "dataset_name")
     }
-    assert commands[0][commands[0].index("--save_at_steps") + 1 :][:3] == ["64", "128", "192"]
+    first = commands[0][0]
+    assert first[first.index("--save_at_steps") + 1 :][:3] == ["64", "128", "192"]
     final = "codapo_authors-seed3"  # the work directory holds the final model
     assert read == [("checkpoint-64", "greedy"), ("checkpoint-128", "greedy"), ("checkpoint-192", "greedy"),
                     (final, "greedy"), (final, "avg4")]  # fmt: skip
@@ -580,18 +589,8 @@ def test_runner_trains_on_the_seed_pool_reads_out_and_skips_finished_runs(r3, tm
 def test_a_repeat_pilot_never_reads_out_the_first_pilots_model(r3, tmp_path, monkeypatch):
     """The A3 re-pilot runs seed 202 again at another lr, in a results folder of its own: it trains its own model (in
     a work folder named after its results folder), and a model trained from another recipe is trained again."""
-    trained = []
-
-    def fake_train(command, **kwargs):
-        if command[0] == "git":
-            return r3.campaign.argparse.Namespace(stdout="0123abc\n")
-        out = Path(command[command.index("--output_dir") + 1])
-        trained.append((out, yaml.safe_load(Path(command[command.index("--config") + 1]).read_text())))
-        for name in ("trainer_state.json", "train_results.json", "model.safetensors"):
-            (out / name).write_text("{}")
-        append_lines(str(out / "questions.jsonl.gz"), json.dumps(group(1, 0, "q0", 4, 3)) + "\n")
-        for step in command[command.index("--save_at_steps") + 1 : command.index("--save_only_model")]:
-            (out / f"checkpoint-{step}").mkdir()
+    commands = []
+    fake_train = fake_training(r3, commands)
 
     def fake_evaluate(model, evaluation, recipe, benchmark, out):
         out.mkdir(parents=True, exist_ok=True)
@@ -606,25 +605,19 @@ def test_a_repeat_pilot_never_reads_out_the_first_pilots_model(r3, tmp_path, mon
 
     r3.campaign.run_one("codapo_authors", 202, options("pilot", {}), benchmark=None)
     r3.campaign.run_one("codapo_authors", 202, options("pilot_a3_lr5e-6", {"learning_rate": 5e-6}), benchmark=None)
+    trained = [(Path(c[c.index("--output_dir") + 1]), recipe) for c, recipe in commands]
     assert [out.parent.name for out, _ in trained] == ["pilot", "pilot_a3_lr5e-6"]
     assert trained[1][1]["learning_rate"] == 5e-6 and trained[0][1]["learning_rate"] == 2.5e-6
     (tmp_path / "pilot" / "runs" / "codapo_authors-seed202" / "done.json").unlink()
     r3.campaign.run_one("codapo_authors", 202, options("pilot", {"learning_rate": 5e-6}), benchmark=None)
-    assert len(trained) == 3 and trained[2][0] == trained[0][0]  # same folder, another recipe: trained again
+    assert len(commands) == 3 and commands[2][0] == commands[0][0]  # same folder, another recipe: trained again
 
 
 def test_a_restarted_training_drops_the_read_outs_of_the_training_before_it(r3, tmp_path, monkeypatch):
     """A training cut off (its model lost with the machine) restarts from scratch: a read-out kept from the lost
     model must not stand beside the new model's read-outs."""
     read = []
-
-    def fake_train(command, **kwargs):
-        if command[0] == "git":
-            return r3.campaign.argparse.Namespace(stdout="0123abc\n")
-        out = Path(command[command.index("--output_dir") + 1])
-        for name in ("trainer_state.json", "train_results.json", "model.safetensors"):
-            (out / name).write_text("{}")
-        append_lines(str(out / "questions.jsonl.gz"), json.dumps(group(1, 0, "q0", 4, 3)) + "\n")
+    fake_train = fake_training(r3, [])
 
     def fake_evaluate(model, evaluation, recipe, benchmark, out):
         if (out / "summary.json").exists():  # as round 1's evaluate: a kept summary is not evaluated again
