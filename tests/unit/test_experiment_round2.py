@@ -394,6 +394,7 @@ REMAKES = (
     "codapo_vs_grpo_r3/results/warm_start_v4_remade_2026-12-02",
     "codapo_vs_grpo_r3/results/warm_start_v4_remade_2026-12-02_second",
     "codapo_vs_grpo_r3/results/warm_start_v4_remade_2026-12-02_third",
+    "codapo_vs_grpo_r3/results/warm_start_v4_remade_2026-12-03",
 )
 """The re-makes of the lost pinned warm start, below `experiments/`; the second ran on an AMD EPYC with MKL on its
 Intel code path, the third (round 3's first, before its registration) on a Xeon with bf16, the fourth (round 3's
