@@ -43,9 +43,11 @@ $(VLLM_STAMP): pyproject.toml
 
 install-vllm: $(VLLM_STAMP)
 
-# The demo with vLLM generating in training (colocate, CPU build); evaluation stays on batched transformers.
+# The demo with vLLM generating in training (colocate, CPU build); evaluation stays on batched transformers. The
+# vLLM venv converts the embedded model into a cache of its own (docs/vllm.md, "One converted model per venv").
 demo-vllm: $(VLLM_STAMP)
-	VLLM_CPU_KVCACHE_SPACE=$${VLLM_CPU_KVCACHE_SPACE:-1} $(VLLM_PY) recipes/demo.py --use_vllm true --vllm_mode colocate --vllm_max_model_length 1024
+	VLLM_CPU_KVCACHE_SPACE=$${VLLM_CPU_KVCACHE_SPACE:-1} CODAPO_TRL_CACHE=$${CODAPO_TRL_CACHE:-$(abspath $(VLLM_VENV))/codapo_trl_cache} \
+		$(VLLM_PY) recipes/demo.py --use_vllm true --vllm_mode colocate --vllm_max_model_length 1024
 
 # Each vLLM test in its own process (one engine per process): .ci/vllm-tier.
 test-vllm: $(VLLM_STAMP)
