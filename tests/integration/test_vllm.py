@@ -6,6 +6,7 @@ the process), so `make test-vllm` runs each test in its own pytest process. With
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 import subprocess
@@ -27,14 +28,35 @@ pytestmark = [
 
 ROOT = Path(__file__).resolve().parents[2]
 EMBEDDED = "embedded/SmolLM2-135M-Instruct"
-# vLLM runs the fp32 checkpoint in bf16 ("auto" downcasts fp32 models, on CPU as on GPU): its log-probs of a fixed
-# sequence differ from the fp32 policy's by a few hundredths on average. Perturbing the weights moves them by units.
+# An engine left at vLLM's "auto" runs the fp32 checkpoint in bf16: its log-probs of a fixed sequence differ from the
+# fp32 policy's by a few hundredths on average, by how much depending on the CPU's bf16 kernels (a bf16 server gave
+# 0.161 on one AMD EPYC with AVX-512 bf16). Only the recipe's subprocess keeps "auto" and this bound.
 MEAN_TOLERANCE = 0.15
-# The server test serves in fp32 (`--dtype float32`), so a synced server matches the fp32 policy to rounding (a colocated
-# fp32 engine after a reload matched to a 3e-5 maximum when measured; a bf16 server's gap depends on the
-# CPU's bf16 kernels: 0.161 on one AMD EPYC with AVX-512 bf16, against 0.15).
+# Every other engine here is fp32 (the server by `--dtype float32`, the colocated ones by `fp32_colocated_engines`),
+# so a synced engine matches the fp32 policy to rounding (a colocated fp32 engine after a reload matched to a 3e-5
+# maximum when measured).
 FP32_TOLERANCE = 1e-3
+# Perturbing the weights (`perturb_`) moves the log-probs by units: an engine left on the old weights is this far off.
+STALE_GAP = 0.5
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+
+
+@pytest.fixture
+def fp32_colocated_engines(monkeypatch):
+    """Build the test's colocated engines in fp32, so that a synced engine matches the fp32 policy to rounding.
+
+    TRL's colocated `LLM(...)` takes no dtype, so vLLM's "auto" would run the checkpoint in bf16 on whatever bf16
+    kernels the CPU has. Test-only, and it names TRL's module global `LLM` (the library never sets an engine's dtype).
+    """
+    import vllm
+    from trl.generation import vllm_generation
+
+    monkeypatch.setattr(vllm_generation, "LLM", functools.partial(vllm.LLM, dtype="float32"))
+
+
+def assert_fp32(llm) -> None:
+    """The pin took effect: the engine runs in fp32."""
+    assert llm.llm_engine.model_config.dtype == torch.float32, llm.llm_engine.model_config.dtype
 
 
 def embedded_path() -> str:
@@ -113,6 +135,7 @@ def perturb_(model, seed: int = 0) -> None:
             param.add_(0.05 * torch.randn(param.shape, generator=generator).to(param.device))
 
 
+@pytest.mark.usefixtures("fp32_colocated_engines")
 def test_colocate_sync_leaves_the_engine_on_the_policy_weights_tied_embeddings_included():
     from accelerate import Accelerator
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -133,17 +156,18 @@ def test_colocate_sync_leaves_the_engine_on_the_policy_weights_tied_embeddings_i
         max_completion_length=8,
     )
     assert generation.cpu_weight_sync
+    assert_fp32(generation.llm)
     sequences = fixed_sequences(tokenizer)
-    assert mean_gap(engine_logps(generation.llm, sequences), policy_logps(model, sequences)) < MEAN_TOLERANCE
+    assert mean_gap(engine_logps(generation.llm, sequences), policy_logps(model, sequences)) < FP32_TOLERANCE
     for round_ in range(2):  # each sync, not just the first
         perturb_(model, seed=round_)
         stale = mean_gap(engine_logps(generation.llm, sequences), policy_logps(model, sequences))
-        assert stale > 5 * MEAN_TOLERANCE, stale
+        assert stale > STALE_GAP, stale
         generation.sync_weights()
         synced = engine_logps(generation.llm, sequences)
         gap = mean_gap(synced, policy_logps(model, sequences))
-        print(f"vllm sync round {round_}: stale {stale:.3f}, synced {gap:.3f}")
-        assert gap < MEAN_TOLERANCE
+        print(f"vllm sync round {round_}: stale {stale:.3f}, synced {gap:.2e}")
+        assert gap < FP32_TOLERANCE
     assert generation.num_syncs == 2
     # What vLLM returns for the sampled tokens (TRL asks for logprobs_mode="processed_logprobs"): log-probs after
     # temperature AND after top-k/top-p truncation, renormalised over the kept tokens. With top_p=1 they are the
@@ -153,7 +177,7 @@ def test_colocate_sync_leaves_the_engine_on_the_policy_weights_tied_embeddings_i
         sampled = sampled_logps(generation.llm, [ids[:6] for ids in sequences], top_p=top_p)
         full = policy_logps(model, [ids for ids, _ in sampled])
         gaps[top_p] = torch.cat([lp - f[-len(lp) :] for (_, lp), f in zip(sampled, full)]).mean().item()
-    assert abs(gaps[1.0]) < MEAN_TOLERANCE and gaps[0.3] > 0.1, gaps
+    assert abs(gaps[1.0]) < FP32_TOLERANCE and gaps[0.3] > 0.1, gaps
     # generation goes through TRL's code path, from the synced weights
     _, completion_ids, logprobs, _ = generation.generate(
         prompts=[sequences[0][:6]] * 2, images=None, num_generations=1
@@ -210,10 +234,12 @@ def check_final_sync(trainer) -> None:
     generation.sync_weights()
     after = engine_logps(generation.llm, sequences)
     policy = policy_logps(model, sequences)
-    assert mean_gap(after, policy) < MEAN_TOLERANCE
+    assert_fp32(generation.llm)
+    assert mean_gap(after, policy) < FP32_TOLERANCE
     assert mean_gap(before, after) > 0  # the last update's weights were not in the engine yet
 
 
+@pytest.mark.usefixtures("fp32_colocated_engines")
 @pytest.mark.parametrize("timing", ["before_update", "after_update"])
 def test_codapo_trains_with_vllm_colocate(tmp_path, timing):
     from fakes import parity_reward, question_dataset
@@ -242,6 +268,7 @@ def test_codapo_trains_with_vllm_colocate(tmp_path, timing):
     check_final_sync(trainer)
 
 
+@pytest.mark.usefixtures("fp32_colocated_engines")
 def test_grpo_dynamics_trains_with_vllm_colocate(tmp_path):
     from fakes import parity_reward, question_dataset
     from trl import GRPOConfig
@@ -313,7 +340,7 @@ def test_codapo_trains_with_a_vllm_server_on_cpu(tmp_path):
         sequences = fixed_sequences(trainer.processing_class)
         model = trainer.accelerator.unwrap_model(trainer.model).eval()
         perturb_(model)
-        assert mean_gap(server_logps(generation.vllm_client, sequences), policy_logps(model, sequences)) > 0.5
+        assert mean_gap(server_logps(generation.vllm_client, sequences), policy_logps(model, sequences)) > STALE_GAP
         generation.sync_weights()
         synced = server_logps(generation.vllm_client, sequences)
         assert mean_gap(synced, policy_logps(model, sequences)) < FP32_TOLERANCE
