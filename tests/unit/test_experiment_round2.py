@@ -395,11 +395,14 @@ REMAKES = (
     "codapo_vs_grpo_r3/results/warm_start_v4_remade_2026-12-02_second",
     "codapo_vs_grpo_r3/results/warm_start_v4_remade_2026-12-02_third",
     "codapo_vs_grpo_r3/results/warm_start_v4_remade_2026-12-03",
+    "codapo_vs_grpo_r3/results/warm_start_v4_remade_2026-12-04",
 )
 """The re-makes of the lost pinned warm start, below `experiments/`; the second ran on an AMD EPYC with MKL on its
 Intel code path, the third (round 3's first, before its registration) on a Xeon with bf16, the fourth (round 3's
 second, before its pilot) on an AMD EPYC with MKL on its Intel code path, the fifth (round 3's third, before the
-pilot's second run) on a Xeon with bf16."""
+pilot's second run) on a Xeon with bf16, the sixth (before the pilot's third run) and the seventh (before the
+campaign's third run, with transformers 5.24.0 pinned over the 5.25.0 a fresh install takes) on an AMD EPYC with MKL on
+its Intel code path."""
 PINNED_MAKE_SECONDS = 108.9
 """The wall time the pinned make wrote into its record (the second sitting of 2026-11-26 reports "109 s")."""
 
